@@ -1,0 +1,57 @@
+"""onion: LLM agents built as an onion of middleware.
+
+Every run, model call, tool batch and tool call flows through an ordered
+stack of `async def middleware(ctx, call_next)` layers.
+"""
+
+from __future__ import annotations
+
+from . import errors
+from ._agent import Agent
+from ._calls import Call, ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
+from ._events import Event, ModelCallFinished, RunFinished, TextDelta, ToolCallStarted, ToolResultEvent
+from ._history import check_history
+from ._messages import Message, Role, ToolRequest, Usage
+from ._model import Model, resolve_model
+from ._stack import Handler, Layer, Stack
+from ._tools import Tool, tool
+from .errors import MaxStepsExceeded, MessageOrderError, MiddlewareError, ModelError, OnionError
+
+ToolDef = Tool
+
+__all__ = [
+    "Agent",
+    "Call",
+    "Event",
+    "Handler",
+    "Layer",
+    "MaxStepsExceeded",
+    "Message",
+    "MessageOrderError",
+    "MiddlewareError",
+    "Model",
+    "ModelCall",
+    "ModelCallFinished",
+    "ModelError",
+    "ModelResponse",
+    "OnionError",
+    "Role",
+    "Run",
+    "RunFinished",
+    "RunResult",
+    "Stack",
+    "TextDelta",
+    "Tool",
+    "ToolBatch",
+    "ToolCall",
+    "ToolCallStarted",
+    "ToolDef",
+    "ToolRequest",
+    "ToolResult",
+    "ToolResultEvent",
+    "Usage",
+    "check_history",
+    "errors",
+    "resolve_model",
+    "tool",
+]

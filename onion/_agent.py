@@ -1,0 +1,301 @@
+"""The agent: the loop of model calls and tool batches, each through its chain of layers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import Any, NamedTuple
+
+from ._calls import ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
+from ._events import Event, ModelCallFinished, RunFinished, TextDelta, ToolCallStarted, ToolResultEvent
+from ._history import check_history
+from ._messages import Message
+from ._model import Model, resolve_model
+from ._stack import Handler, Stack, blame, checked_by_default
+from ._tools import Tool, as_tool, render
+from .errors import MaxStepsExceeded, MiddlewareError, ToolArgumentsError
+
+
+class _Chains(NamedTuple):
+    run: Handler
+    model: Handler
+    tools: Handler
+    tool: Handler
+    stack: Stack
+
+
+class Agent:
+    """An LLM agent whose every call flows through its stack of middleware.
+
+    `await agent.run(input)` loops: call the model; if it asked for tools,
+    run that batch and call the model again; stop at an answer without
+    tools. `max_steps` bounds the model calls of one run.
+    """
+
+    def __init__(
+        self,
+        model: Model | str,
+        *,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        instructions: str | None = None,
+        middleware: Iterable[Any] = (),
+        name: str | None = None,
+        max_steps: int = 50,
+        parallel_tools: bool = True,
+        settings: dict[str, Any] | None = None,
+        checked: bool | None = None,
+    ) -> None:
+        self.model = resolve_model(model)
+        self.tools = [as_tool(item) for item in tools]
+        self._tools_by_name = {item.name: item for item in self.tools}
+        if len(self._tools_by_name) != len(self.tools):
+            raise ValueError(f"two tools share a name: {[t.name for t in self.tools]}")
+        self.instructions = instructions
+        self.name = name or "agent"
+        self.max_steps = max_steps
+        self.parallel_tools = parallel_tools
+        self.settings = dict(settings or {})
+        self.checked = checked_by_default() if checked is None else checked
+        self.stack = Stack(*middleware, name=self.name)
+        self._chains: _Chains | None = None
+        self._generation = -1
+
+    def use(self, *middleware: Any) -> Agent:
+        """Append middleware (innermost so far); returns the agent."""
+        self.stack.use(*middleware)
+        return self
+
+    def on(self, event: str, matcher: Any = None, *, errors: str = "raise") -> Callable[[Callable[..., Any]], Any]:
+        """Decorator adding a hook for `event` (see `onion.hooks`) to this agent only."""
+        from . import hooks
+
+        def add(function: Callable[..., Any]) -> Callable[..., Any]:
+            self.use(hooks.hook(event, function, matcher, errors=errors))
+            return function
+
+        return add
+
+    # -- running ---------------------------------------------------------------
+
+    async def run(self, input: str | Message | Sequence[Message], *, state: dict[str, Any] | None = None) -> RunResult:
+        """Run the agent on `input` (a question, a message, or a history to continue)."""
+        chains = self._compiled()
+        run = Run(self, input, self._first_messages(input), state)
+        return await self._run(chains, run)
+
+    def run_sync(self, input: str | Message | Sequence[Message], *, state: dict[str, Any] | None = None) -> RunResult:
+        """`run` for code without an event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run(input, state=state))
+        raise RuntimeError("run_sync() called inside an event loop: use `await agent.run(...)`")
+
+    async def stream(
+        self, input: str | Message | Sequence[Message], *, state: dict[str, Any] | None = None
+    ) -> AsyncIterator[Event]:
+        """Run the agent, yielding events as they happen; the last is `RunFinished`.
+
+        Leaving the loop early cancels the run.
+        """
+        chains = self._compiled()
+        run = Run(self, input, self._first_messages(input), state)
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        run.emit = queue.put_nowait
+
+        async def produce() -> RunResult:
+            try:
+                return await self._run(chains, run)
+            finally:
+                queue.put_nowait(None)
+
+        task = asyncio.ensure_future(produce())
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            yield RunFinished(await task)
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    async def _run(self, chains: _Chains, run: Run) -> RunResult:
+        result = await chains.run(run)
+        if not isinstance(result, RunResult):
+            raise MiddlewareError(blame(chains.stack.layers("run"), "run", result))
+        return result
+
+    def _first_messages(self, input: str | Message | Sequence[Message]) -> list[Message]:
+        if isinstance(input, str):
+            messages = [Message.user(input)]
+        elif isinstance(input, Message):
+            messages = [input]
+        else:
+            messages = list(input)
+            if not all(isinstance(m, Message) for m in messages):
+                raise TypeError("input must be a str, a Message, or a sequence of Messages")
+        if self.instructions and not (messages and messages[0].role == "system"):
+            messages.insert(0, Message.system(self.instructions))
+        return messages
+
+    def _compiled(self) -> _Chains:
+        if self._chains is None or self._generation != Stack.generation:
+            stack, checked = self.stack, self.checked
+            self._chains = _Chains(
+                stack.compose("run", self._loop, checked=checked),
+                stack.compose("model", self._request, checked=checked),
+                stack.compose("tools", self._run_batch, checked=checked),
+                stack.compose("tool", self._execute, checked=checked),
+                stack,
+            )
+            self._generation = Stack.generation
+        return self._chains
+
+    # -- the loop --------------------------------------------------------------
+
+    async def _loop(self, run: Run) -> RunResult:
+        chains = self._compiled()
+        while True:
+            run.flush_injected()
+            if run.steps >= self.max_steps:
+                raise MaxStepsExceeded(
+                    f"{self.name} made {run.steps} model calls without a final answer (max_steps={self.max_steps})",
+                    messages=run.messages,
+                    usage=run.usage,
+                )
+            run.steps += 1
+            call = ModelCall(run, list(run.messages), list(self.tools), self.model, dict(self.settings))
+            response = await chains.model(call)
+            if not isinstance(response, ModelResponse):
+                raise MiddlewareError(blame(chains.stack.layers("model"), "model", response))
+            run.usage.add(response.usage)
+            if run.emit is not None:
+                self._emit_response(run, call, response)
+            run.messages.append(response.message)
+            if not response.tool_calls:
+                run.flush_injected()
+                return RunResult(response.text, run.messages, run.usage, run.state, run.id)
+            if run.steps >= self.max_steps:
+                for request in response.tool_calls:
+                    run.messages.append(Message.tool(request.id, "Not run: the agent reached max_steps.", True))
+                continue
+            calls = [ToolCall(run, request, self._tools_by_name.get(request.name)) for request in response.tool_calls]
+            results = await chains.tools(ToolBatch(run, calls, response))
+            self._append_results(run, calls, results, chains)
+
+    def _append_results(self, run: Run, calls: list[ToolCall], results: Any, chains: _Chains) -> None:
+        if not isinstance(results, list) or len(results) != len(calls):
+            raise MiddlewareError(
+                blame(chains.stack.layers("tools"), "tools", results)
+                if not isinstance(results, list)
+                else f"the tools layers returned {len(results)} results for {len(calls)} calls "
+                f"(layers: {[layer.name for layer in chains.stack.layers('tools')]})"
+            )
+        for call, result in zip(calls, results, strict=True):
+            if not isinstance(result, ToolResult):
+                raise MiddlewareError(blame(chains.stack.layers("tools"), "tool", result))
+            run.messages.append(Message.tool(call.id, result.content, result.is_error))
+
+    def _emit_response(self, run: Run, call: ModelCall, response: ModelResponse) -> None:
+        assert run.emit is not None
+        if not call.streamed:
+            if response.text:
+                run.emit(TextDelta(response.text))
+            for request in response.tool_calls:
+                run.emit(ToolCallStarted(request.id, request.name))
+        run.emit(ModelCallFinished(response, response.usage, response.cached))
+
+    async def _request(self, call: ModelCall) -> ModelResponse:
+        """The innermost point of the model chain: check the history, then ask the model."""
+        check_history(call.messages)
+        if call._entered:
+            raise MiddlewareError(
+                "call_next was awaited concurrently for the same model call by one of "
+                f"{[layer.name for layer in self.stack.layers('model')]}"
+            )
+        call._entered = True
+        try:
+            stream = getattr(call.model, "stream", None)
+            if call.run.emit is None or stream is None:
+                return await call.model.request(call)
+            return await self._stream_request(call, stream)
+        finally:
+            call._entered = False
+
+    async def _stream_request(self, call: ModelCall, stream: Callable[[ModelCall], AsyncIterator[Any]]) -> ModelResponse:
+        emit = call.run.emit
+        assert emit is not None
+        response = None
+        async for item in stream(call):
+            if isinstance(item, ModelResponse):
+                response = item
+                continue
+            emit(item)
+            for observer in call.observers or ():
+                observer(item)
+        if response is None:
+            raise MiddlewareError(f"{call.model!r}.stream() ended without a ModelResponse")
+        call.streamed = True
+        return response
+
+    async def _run_batch(self, batch: ToolBatch) -> list[ToolResult]:
+        calls = batch.calls
+        if len(calls) == 1 or not self.parallel_tools:
+            return [await self._one(call) for call in calls]
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self._one(call)) for call in calls]
+        except BaseExceptionGroup as failures:
+            raise failures.exceptions[0] from None
+        return [task.result() for task in tasks]
+
+    async def _one(self, call: ToolCall) -> ToolResult:
+        """One call through the tool chain; what escapes it becomes an error result."""
+        chains = self._compiled()
+        try:
+            result = await chains.tool(call)
+        except MiddlewareError:
+            raise
+        except Exception as error:
+            result = ToolResult(
+                content=f"Tool {call.name} failed: {type(error).__name__}: {error}", is_error=True, call_id=call.id
+            )
+        if not isinstance(result, ToolResult):
+            raise MiddlewareError(blame(chains.stack.layers("tool"), "tool", result))
+        if call.run.emit is not None:
+            call.run.emit(ToolResultEvent(call.id, call.name, result))
+        return result
+
+    async def _execute(self, call: ToolCall) -> ToolResult:
+        """The innermost point of the tool chain: validate the arguments, run the tool."""
+        tool = call.tool
+        if tool is None:
+            names = ", ".join(self._tools_by_name) or "none"
+            return ToolResult(
+                content=f"Unknown tool {call.name!r}. Available tools: {names}.", is_error=True, call_id=call.id
+            )
+        if call.raw_args is not None and not call.args:
+            return ToolResult(
+                content=f"The arguments for {call.name} were not valid JSON ({call.raw_args!r:.200}). "
+                "Send a JSON object matching the tool's parameters.",
+                is_error=True,
+                call_id=call.id,
+            )
+        try:
+            args = tool.validate(call.args)
+        except ToolArgumentsError as error:
+            return ToolResult(content=f"{error}. Fix the arguments and call {call.name} again.", is_error=True, call_id=call.id)
+        if call._entered:
+            raise MiddlewareError(
+                f"call_next was awaited concurrently for the same tool call by one of "
+                f"{[layer.name for layer in self.stack.layers('tool')]}"
+            )
+        call._entered = True
+        try:
+            value = await tool.invoke(args, call)
+        finally:
+            call._entered = False
+        return ToolResult(content=render(value), call_id=call.id, value=value)
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.name} model={getattr(self.model, 'name', self.model)!s} tools={len(self.tools)}>"

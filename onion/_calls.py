@@ -1,0 +1,215 @@
+"""The contexts that flow through the onion, and the results they return."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ._messages import Message, ToolRequest, Usage
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+    from ._model import Model
+    from ._tools import Tool
+
+_run_ids = itertools.count(1)
+
+
+class Call:
+    """Base of the four contexts; `kind` says which one, `run` is the run it belongs to."""
+
+    __slots__ = ("run",)
+    kind: ClassVar[str] = "call"
+    run: Run
+
+
+class Run(Call):
+    """One whole `agent.run(...)`."""
+
+    __slots__ = ("agent", "emit", "id", "input", "messages", "state", "steps", "usage", "_injected")
+    kind: ClassVar[str] = "run"
+
+    def __init__(self, agent: Agent, input: Any, messages: list[Message], state: dict[str, Any] | None = None) -> None:
+        self.run = self
+        self.agent = agent
+        self.input = input
+        self.messages = messages
+        self.state: dict[str, Any] = {} if state is None else state
+        self.usage = Usage()
+        self.id = f"run-{next(_run_ids)}"
+        self.steps = 0
+        """Model calls made so far in this run."""
+        self.emit: Callable[[Any], None] | None = None
+        """Set while the run is streamed: sends an event to the consumer."""
+        self._injected: list[Message] = []
+
+    def inject(self, message: Message | str) -> None:
+        """Queue a message for the history; it lands at the next safe point.
+
+        The safe point is right before the next model call (after the latest
+        response and all of its tool results), or the end of the run. A plain
+        string becomes a user message.
+        """
+        self._injected.append(Message.user(message) if isinstance(message, str) else message)
+
+    def flush_injected(self) -> None:
+        """Append the queued messages to the history (onion calls this at safe points)."""
+        if self._injected:
+            self.messages.extend(self._injected)
+            self._injected.clear()
+
+    def __repr__(self) -> str:
+        return f"<Run {self.id} steps={self.steps} messages={len(self.messages)}>"
+
+
+class ModelCall(Call):
+    """One request to the model. `messages` and `tools` are this request's own copies."""
+
+    __slots__ = ("messages", "model", "observers", "settings", "streamed", "tools", "_entered")
+    kind: ClassVar[str] = "model"
+
+    def __init__(
+        self, run: Run, messages: list[Message], tools: list[Tool], model: Model, settings: dict[str, Any]
+    ) -> None:
+        self.run = run
+        self.messages = messages
+        self.tools = tools
+        self.model = model
+        self.settings = settings
+        self.streamed = False
+        """True once a streaming model produced this call's response piece by piece."""
+        self.observers: list[Callable[[Any], None]] | None = None
+        self._entered = False
+
+    def observe(self, observer: Callable[[Any], None]) -> None:
+        """Call `observer(event)` for each delta the model streams for this call.
+
+        Deltas only flow while the run is streamed (`agent.stream`); a layer
+        that short-circuits the call sees none.
+        """
+        if self.observers is None:
+            self.observers = []
+        self.observers.append(observer)
+
+    def __repr__(self) -> str:
+        return f"<ModelCall {getattr(self.model, 'name', self.model)!s} messages={len(self.messages)}>"
+
+
+class ToolBatch(Call):
+    """All tool calls of one model response."""
+
+    __slots__ = ("calls", "response")
+    kind: ClassVar[str] = "tools"
+
+    def __init__(self, run: Run, calls: list[ToolCall], response: ModelResponse) -> None:
+        self.run = run
+        self.calls = calls
+        self.response = response
+
+    def __repr__(self) -> str:
+        return f"<ToolBatch {[call.name for call in self.calls]}>"
+
+
+class ToolCall(Call):
+    """One tool call. A layer may change `args` before `call_next`."""
+
+    __slots__ = ("args", "id", "name", "raw_args", "tool", "_entered")
+    kind: ClassVar[str] = "tool"
+
+    def __init__(self, run: Run, request: ToolRequest, tool: Tool | None) -> None:
+        self.run = run
+        self.name = request.name
+        self.args = dict(request.args)
+        self.id = request.id
+        self.tool = tool
+        self.raw_args = request.raw_args
+        self._entered = False
+
+    def block(self, reason: str) -> ToolResult:
+        """An error result answering this call with `reason`, for a layer that refuses it."""
+        return ToolResult(content=f"Tool call {self.name} was blocked: {reason}", is_error=True, call_id=self.id)
+
+    def __repr__(self) -> str:
+        return f"<ToolCall {self.name} id={self.id} args={self.args!r:.60}>"
+
+
+class ModelResponse:
+    """What a model answered: one assistant message, its usage and why it stopped.
+
+    `cached` is true when a layer served it without reaching a model;
+    `model` names the model that produced it, when known.
+    """
+
+    __slots__ = ("cached", "message", "model", "raw", "stop_reason", "usage")
+
+    def __init__(
+        self,
+        message: Message,
+        usage: Usage | None = None,
+        stop_reason: str | None = None,
+        *,
+        model: str | None = None,
+        cached: bool = False,
+        raw: Any = None,
+    ) -> None:
+        self.message = message
+        self.usage = Usage() if usage is None else usage
+        self.stop_reason = stop_reason if stop_reason is not None else ("tool_use" if message.tool_calls else "end")
+        self.model = model
+        self.cached = cached
+        self.raw = raw
+
+    @property
+    def text(self) -> str:
+        return self.message.text
+
+    @property
+    def tool_calls(self) -> list[ToolRequest]:
+        return self.message.tool_calls
+
+    def __repr__(self) -> str:
+        return f"<ModelResponse text={self.text!r:.40} tool_calls={[c.name for c in self.tool_calls]}>"
+
+
+class ToolResult:
+    """The answer to one tool call. `content` is the text the model will read."""
+
+    __slots__ = ("call_id", "content", "is_error", "value")
+
+    def __init__(self, content: str = "", *, is_error: bool = False, call_id: str = "", value: Any = None) -> None:
+        self.content = content
+        self.is_error = is_error
+        self.call_id = call_id
+        self.value = value
+        """What the tool returned, before it was turned into text."""
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, ToolResult)
+            and (self.content, self.is_error, self.call_id) == (other.content, other.is_error, other.call_id)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        flag = " error" if self.is_error else ""
+        return f"<ToolResult{flag} {self.call_id} {self.content!r:.60}>"
+
+
+class RunResult:
+    """The outcome of a run: the final answer, the whole history, usage and state."""
+
+    __slots__ = ("messages", "output", "run_id", "state", "usage")
+
+    def __init__(
+        self, output: str, messages: list[Message], usage: Usage, state: dict[str, Any], run_id: str = ""
+    ) -> None:
+        self.output = output
+        self.messages = messages
+        self.usage = usage
+        self.state = state
+        self.run_id = run_id
+
+    def __repr__(self) -> str:
+        return f"<RunResult output={self.output!r:.60} messages={len(self.messages)}>"

@@ -1,0 +1,53 @@
+"""Events yielded by `agent.stream(...)`, and by `Model.stream` before its response."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._calls import ModelResponse, RunResult, ToolResult
+    from ._messages import Usage
+
+
+@dataclass(slots=True)
+class TextDelta:
+    """A piece of the assistant's text as it arrives."""
+
+    text: str
+
+
+@dataclass(slots=True)
+class ToolCallStarted:
+    """The model began asking for a tool call."""
+
+    id: str
+    name: str
+
+
+@dataclass(slots=True)
+class ToolResultEvent:
+    """A tool call of the run finished (after every tool layer)."""
+
+    call_id: str
+    name: str
+    result: ToolResult
+
+
+@dataclass(slots=True)
+class ModelCallFinished:
+    """A model call finished (after every model layer); `cached` if no model was reached."""
+
+    response: ModelResponse
+    usage: Usage
+    cached: bool
+
+
+@dataclass(slots=True)
+class RunFinished:
+    """The run ended; always the last event."""
+
+    result: RunResult
+
+
+Event = TextDelta | ToolCallStarted | ToolResultEvent | ModelCallFinished | RunFinished

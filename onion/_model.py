@@ -1,0 +1,56 @@
+"""The protocol a model implements, and model strings such as "anthropic:claude-sonnet-4-5"."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ._calls import ModelCall, ModelResponse
+
+
+@runtime_checkable
+class Model(Protocol):
+    """What `Agent(model=...)` needs: `request(call)`; `stream(call)` for streaming.
+
+    `stream` yields events (`onion.TextDelta`, ...) and must end with the
+    finished `onion.ModelResponse` as its last item.
+    """
+
+    name: str
+
+    async def request(self, call: ModelCall) -> ModelResponse: ...
+
+
+class StreamingModel(Model, Protocol):
+    def stream(self, call: ModelCall) -> AsyncIterator[Any]: ...
+
+
+PROVIDERS = {
+    "anthropic": ("onion.providers.anthropic", "AnthropicModel"),
+    "openai": ("onion.providers.openai", "OpenAIChatModel"),
+    "openai-chat": ("onion.providers.openai", "OpenAIChatModel"),
+    "openai-responses": ("onion.providers.openai_responses", "OpenAIResponsesModel"),
+}
+
+
+def resolve_model(model: Model | str) -> Model:
+    """A `Model` as is, or one built from a string `"<provider>:<model name>"`."""
+    if not isinstance(model, str):
+        if not callable(getattr(model, "request", None)):
+            raise TypeError(f"{model!r} is not a model: it needs an async `request(call)` method")
+        return model
+    provider, _, name = model.partition(":")
+    if provider not in PROVIDERS or not name:
+        known = ", ".join(f'"{p}:<model>"' for p in PROVIDERS)
+        raise ValueError(f"unknown model string {model!r}; use one of {known}")
+    import importlib
+
+    module_name, class_name = PROVIDERS[provider]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        extra = "openai" if provider.startswith("openai") else provider
+        raise ImportError(f"{model!r} needs the {extra} SDK: pip install 'onion[{extra}]' ({error})") from error
+    built: Model = getattr(module, class_name)(name)
+    return built

@@ -1,0 +1,125 @@
+"""`@tool`: functions the model can call, with a JSON schema from their signature."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Callable
+from typing import Any, overload
+
+import pydantic
+import pydantic_core
+
+from ._calls import ToolCall
+from .errors import ToolArgumentsError
+
+
+class Tool:
+    """A function the model may call: `name`, `description`, `parameters` (JSON schema).
+
+    Calling the tool object calls the function itself. A parameter annotated
+    `ToolCall` is not shown to the model: onion passes the current call
+    (and through it `call.run.state`).
+    """
+
+    __slots__ = ("description", "function", "is_async", "name", "parameters", "_context_parameter", "_model")
+
+    def __init__(self, function: Callable[..., Any], *, name: str | None = None, description: str | None = None):
+        self.function = function
+        self.name = name or function.__name__
+        self.description = description if description is not None else _description(function)
+        self.is_async = inspect.iscoroutinefunction(function)
+        self._context_parameter, self._model = _arguments_model(function, self.name)
+        self.parameters: dict[str, Any] = self._model.model_json_schema()
+        self.parameters.pop("title", None)
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The arguments converted to the declared types.
+
+        Raises `ToolArgumentsError` saying which argument is wrong and why.
+        """
+        try:
+            model = self._model.model_validate(args)
+        except pydantic.ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                + (f" (got {e['input']!r:.60})" if e["type"] != "missing" else "")
+                for e in error.errors()
+            )
+            raise ToolArgumentsError(f"invalid arguments for tool {self.name}: {problems}") from None
+        return {field: getattr(model, field) for field in type(model).model_fields}
+
+    async def invoke(self, args: dict[str, Any], call: ToolCall | None = None) -> Any:
+        """Run the function with validated `args`; sync functions run in a worker thread."""
+        if self._context_parameter is not None:
+            args = {**args, self._context_parameter: call}
+        if self.is_async:
+            return await self.function(**args)
+        return await asyncio.to_thread(self.function, **args)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.name}>"
+
+
+@overload
+def tool(function: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(*, name: str | None = None, description: str | None = None) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    function: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a function (sync or async) a tool: `@tool` or `@tool(name=..., description=...)`."""
+    if function is not None:
+        return Tool(function)
+    return lambda fn: Tool(fn, name=name, description=description)
+
+
+def as_tool(item: Tool | Callable[..., Any]) -> Tool:
+    return item if isinstance(item, Tool) else Tool(item)
+
+
+def render(value: Any) -> str:
+    """The text the model reads for a tool's return value."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    try:
+        return pydantic_core.to_json(value).decode()
+    except pydantic_core.PydanticSerializationError:
+        return json.dumps(value, default=str)
+
+
+def _description(function: Callable[..., Any]) -> str:
+    doc = inspect.getdoc(function) or ""
+    return doc.split("\n\n")[0].strip()
+
+
+def _arguments_model(function: Callable[..., Any], name: str) -> tuple[str | None, type[pydantic.BaseModel]]:
+    hints = _hints(function)
+    fields: dict[str, Any] = {}
+    context_parameter = None
+    for parameter in inspect.signature(function).parameters.values():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise TypeError(f"tool {name}: *args and **kwargs cannot be described to a model")
+        annotation = hints.get(parameter.name, Any)
+        if annotation is ToolCall:
+            context_parameter = parameter.name
+            continue
+        default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+        fields[parameter.name] = (annotation, default)
+    model = pydantic.create_model(f"{name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields)
+    return context_parameter, model
+
+
+def _hints(function: Callable[..., Any]) -> dict[str, Any]:
+    import typing
+
+    try:
+        return typing.get_type_hints(function, include_extras=True)
+    except Exception as error:
+        raise TypeError(f"tool {function.__name__}: cannot resolve its annotations ({error})") from error

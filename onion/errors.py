@@ -1,0 +1,153 @@
+"""Everything onion raises, and the control-flow signals it uses internally."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._messages import Message, Usage
+
+__all__ = [
+    "AuthenticationError",
+    "BadRequestError",
+    "ConnectionLostError",
+    "ContextTooLongError",
+    "MaxStepsExceeded",
+    "MessageOrderError",
+    "MiddlewareError",
+    "ModelError",
+    "ModelTimeoutError",
+    "OnionError",
+    "OverloadedError",
+    "RateLimitedError",
+    "ResponseFormatError",
+    "ScriptExhausted",
+    "ServerError",
+    "ToolArgumentsError",
+]
+
+
+class OnionError(Exception):
+    """Base class of every error onion raises."""
+
+
+class ModelError(OnionError):
+    """A model call failed.
+
+    `retryable` says whether trying the same request again may succeed;
+    `retry_after` is the delay in seconds the provider asked for, if any.
+    Provider SDK errors are mapped to the subclasses below, with the SDK's
+    exception chained as `__cause__`.
+    """
+
+    retryable_default = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool | None = None,
+        retry_after: float | None = None,
+        status_code: int | None = None,
+        provider: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.retryable = self.retryable_default if retryable is None else retryable
+        self.retry_after = retry_after
+        self.status_code = status_code
+        self.provider = provider
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls: type[ModelError], args: tuple[Any, ...], state: dict[str, Any]) -> ModelError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
+
+class RateLimitedError(ModelError):
+    """The provider said too many requests (HTTP 429)."""
+
+    retryable_default = True
+
+
+class OverloadedError(ModelError):
+    """The provider is overloaded (Anthropic 529, or `overloaded_error` mid-stream)."""
+
+    retryable_default = True
+
+
+class ServerError(ModelError):
+    """The provider failed (HTTP 5xx)."""
+
+    retryable_default = True
+
+
+class ModelTimeoutError(ModelError, TimeoutError):
+    """The model did not answer in time."""
+
+    retryable_default = True
+
+
+class ConnectionLostError(ModelError):
+    """The connection failed or dropped, possibly mid-stream."""
+
+    retryable_default = True
+
+
+class BadRequestError(ModelError):
+    """The provider rejected the request as malformed (HTTP 400, 404, 422)."""
+
+
+class ContextTooLongError(BadRequestError):
+    """The request does not fit the model's context window."""
+
+
+class AuthenticationError(ModelError):
+    """The API key is missing, wrong, or lacks permission (HTTP 401, 403)."""
+
+
+class ResponseFormatError(ModelError):
+    """The provider answered with something onion cannot read."""
+
+    retryable_default = True
+
+
+class ScriptExhausted(ModelError):
+    """A scripted test model was asked for more responses than its script holds."""
+
+
+class MessageOrderError(OnionError):
+    """A history about to be sent breaks the tool-call/tool-result order.
+
+    `index` is the position of the offending message in the request's
+    messages.
+    """
+
+    def __init__(self, message: str, *, index: int) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+class MaxStepsExceeded(OnionError):
+    """The run made `max_steps` model calls without reaching a final answer.
+
+    `messages` is the history at the stop (every tool call answered);
+    `usage` what the run consumed.
+    """
+
+    def __init__(self, message: str, *, messages: list[Message], usage: Usage) -> None:
+        super().__init__(message)
+        self.messages = messages
+        self.usage = usage
+
+
+class MiddlewareError(OnionError):
+    """A layer broke the middleware contract; the message names the layer."""
+
+
+class ToolArgumentsError(OnionError):
+    """Arguments given to a tool do not fit its schema (raised by `Tool.validate`)."""
