@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from ._calls import ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
 from ._events import Event, ModelCallFinished, RunFinished, TextDelta, ToolCallStarted, ToolResultEvent
@@ -65,7 +65,9 @@ class Agent:
         self.stack.use(*middleware)
         return self
 
-    def on(self, event: str, matcher: Any = None, *, errors: str = "raise") -> Callable[[Callable[..., Any]], Any]:
+    def on(
+        self, event: str, matcher: Any = None, *, errors: Literal["raise", "log"] = "raise"
+    ) -> Callable[[Callable[..., Any]], Any]:
         """Decorator adding a hook for `event` (see `onion.hooks`) to this agent only."""
         from . import hooks
 
@@ -88,8 +90,10 @@ class Agent:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(input, state=state))
-        raise RuntimeError("run_sync() called inside an event loop: use `await agent.run(...)`")
+            pass
+        else:
+            raise RuntimeError("run_sync() called inside an event loop: use `await agent.run(...)`")
+        return asyncio.run(self.run(input, state=state))
 
     async def stream(
         self, input: str | Message | Sequence[Message], *, state: dict[str, Any] | None = None
@@ -222,7 +226,9 @@ class Agent:
         finally:
             call._entered = False
 
-    async def _stream_request(self, call: ModelCall, stream: Callable[[ModelCall], AsyncIterator[Any]]) -> ModelResponse:
+    async def _stream_request(
+        self, call: ModelCall, stream: Callable[[ModelCall], AsyncIterator[Any]]
+    ) -> ModelResponse:
         emit = call.run.emit
         assert emit is not None
         response = None
@@ -284,7 +290,9 @@ class Agent:
         try:
             args = tool.validate(call.args)
         except ToolArgumentsError as error:
-            return ToolResult(content=f"{error}. Fix the arguments and call {call.name} again.", is_error=True, call_id=call.id)
+            return ToolResult(
+                content=f"{error}. Fix the arguments and call {call.name} again.", is_error=True, call_id=call.id
+            )
         if call._entered:
             raise MiddlewareError(
                 f"call_next was awaited concurrently for the same tool call by one of "

@@ -27,7 +27,7 @@ class Call:
 class Run(Call):
     """One whole `agent.run(...)`."""
 
-    __slots__ = ("agent", "emit", "id", "input", "messages", "state", "steps", "usage", "_injected")
+    __slots__ = ("_injected", "agent", "emit", "id", "input", "messages", "state", "steps", "usage")
     kind: ClassVar[str] = "run"
 
     def __init__(self, agent: Agent, input: Any, messages: list[Message], state: dict[str, Any] | None = None) -> None:
@@ -66,7 +66,7 @@ class Run(Call):
 class ModelCall(Call):
     """One request to the model. `messages` and `tools` are this request's own copies."""
 
-    __slots__ = ("messages", "model", "observers", "settings", "streamed", "tools", "_entered")
+    __slots__ = ("_entered", "messages", "model", "observers", "settings", "streamed", "tools")
     kind: ClassVar[str] = "model"
 
     def __init__(
@@ -114,7 +114,7 @@ class ToolBatch(Call):
 class ToolCall(Call):
     """One tool call. A layer may change `args` before `call_next`."""
 
-    __slots__ = ("args", "id", "name", "raw_args", "tool", "_entered")
+    __slots__ = ("_entered", "args", "id", "name", "raw_args", "tool")
     kind: ClassVar[str] = "tool"
 
     def __init__(self, run: Run, request: ToolRequest, tool: Tool | None) -> None:
@@ -185,9 +185,10 @@ class ToolResult:
         """What the tool returned, before it was turned into text."""
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, ToolResult)
-            and (self.content, self.is_error, self.call_id) == (other.content, other.is_error, other.call_id)
+        return isinstance(other, ToolResult) and (self.content, self.is_error, self.call_id) == (
+            other.content,
+            other.is_error,
+            other.call_id,
         )
 
     __hash__ = None  # type: ignore[assignment]

@@ -243,8 +243,8 @@ def _kinds_of(function: Callable[..., Any], name: str) -> tuple[str, ...]:
 
 def _kinds_of_annotation(annotation: Any) -> set[str]:
     if isinstance(annotation, str):
-        found = {kind for cls, kinds in _KIND_OF_CLASS.items() for kind in kinds if cls.__name__ in _words(annotation)}
-        return found or (set(KINDS) if annotation in ("Any", "object") else set())
+        named = {kind for cls, kinds in _KIND_OF_CLASS.items() for kind in kinds if cls.__name__ in _words(annotation)}
+        return named or (set(KINDS) if annotation in ("Any", "object") else set())
     if annotation is Any or annotation is object:
         return set(KINDS)
     if isinstance(annotation, type):

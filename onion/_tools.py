@@ -23,7 +23,7 @@ class Tool:
     (and through it `call.run.state`).
     """
 
-    __slots__ = ("description", "function", "is_async", "name", "parameters", "_context_parameter", "_model")
+    __slots__ = ("_context_parameter", "_model", "description", "function", "is_async", "name", "parameters")
 
     def __init__(self, function: Callable[..., Any], *, name: str | None = None, description: str | None = None):
         self.function = function

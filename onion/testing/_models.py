@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import inspect
-from abc import ABC, abstractmethod
 import itertools
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import Any, Union
+from typing import Any
 
 from .._calls import ModelCall, ModelResponse
 from .._events import TextDelta, ToolCallStarted
 from .._messages import Message, ToolRequest, Usage
 from ..errors import ScriptExhausted
 
-ScriptItem = Union[str, list[ToolRequest], ModelResponse, BaseException]
+ScriptItem = str | list[ToolRequest] | ModelResponse | BaseException
 """A final answer, a batch of tool calls, a whole response, or an error to raise."""
 
 _ids = itertools.count(1)

@@ -1,0 +1,303 @@
+"""The hook vocabulary users know (`before_llm`, `after_each_tool`, ...) as ordinary middleware.
+
+Each hook is a decorator on a sync or async function, bare (`@before_llm`)
+or with arguments (`@before_each_tool("send_email")`, `@after_llm(errors="log")`).
+By default an exception in a hook propagates (a guard); `errors="log"` makes
+the hook an observer whose failure is logged while the run goes on.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar, Literal
+
+from ._calls import ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
+from ._stack import Handler, Stack
+
+__all__ = [
+    "EVENTS",
+    "AfterEachTool",
+    "AfterLLM",
+    "AfterTools",
+    "AfterUserInput",
+    "BeforeEachTool",
+    "BeforeLLM",
+    "BeforeTools",
+    "Block",
+    "Hook",
+    "Modify",
+    "OnComplete",
+    "OnError",
+    "after_each_tool",
+    "after_llm",
+    "after_tools",
+    "after_user_input",
+    "before_each_tool",
+    "before_llm",
+    "before_tools",
+    "from_dict",
+    "hook",
+    "on_complete",
+    "on_error",
+]
+
+logger = logging.getLogger("onion.hooks")
+Matcher = str | Iterable[str] | re.Pattern[str] | None
+Errors = Literal["raise", "log"]
+
+
+class Block:
+    """Returned by a `before_tools` / `before_each_tool` hook: answer with `reason` instead of running."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+class Modify:
+    """Returned by a `before_each_tool` hook: run the tool with `args` instead (they replace the old ones)."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, args: dict[str, Any]) -> None:
+        self.args = args
+
+
+class Hook:
+    """Base of the hook middleware: calls `function`, sync or async, under the error policy."""
+
+    event: ClassVar[str]
+
+    def __init__(self, function: Callable[..., Any], matcher: Matcher = None, errors: Errors = "raise") -> None:
+        if errors not in ("raise", "log"):
+            raise ValueError(f"errors must be 'raise' or 'log', not {errors!r}")
+        self.function = function
+        self.errors = errors
+        self.name = f"{self.event}({getattr(function, '__qualname__', function)})".replace(".<locals>", "")
+        self._matches = _matcher(matcher)
+
+    async def call(self, *args: Any) -> Any:
+        try:
+            result = self.function(*args)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+        except Exception:
+            if self.errors == "raise":
+                raise
+            logger.exception("hook %s failed; the run goes on (errors='log')", self.name)
+            return None
+
+    def __repr__(self) -> str:
+        return f"<hook {self.name}>"
+
+
+class AfterUserInput(Hook):
+    """`fn(run)` once, before the first model call of the run (edit `run.messages`)."""
+
+    event = "after_user_input"
+
+    async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
+        if run.steps == 0:
+            await self.call(run)
+        result: RunResult = await call_next(run)
+        return result
+
+
+class BeforeLLM(Hook):
+    """`fn(call)` before each model call; returning a `ModelResponse` skips the model."""
+
+    event = "before_llm"
+
+    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+        replacement = await self.call(call)
+        if isinstance(replacement, ModelResponse):
+            return replacement
+        response: ModelResponse = await call_next(call)
+        return response
+
+
+class AfterLLM(Hook):
+    """`fn(call, response)` after each model call; returning a `ModelResponse` replaces it."""
+
+    event = "after_llm"
+
+    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+        response: ModelResponse = await call_next(call)
+        replacement = await self.call(call, response)
+        return replacement if isinstance(replacement, ModelResponse) else response
+
+
+class BeforeTools(Hook):
+    """`fn(batch)` before a batch; returning `Block(reason)` answers every call with the reason."""
+
+    event = "before_tools"
+
+    async def wrap_tools(self, batch: ToolBatch, call_next: Handler) -> list[ToolResult]:
+        decision = await self.call(batch)
+        if isinstance(decision, Block):
+            return [call.block(decision.reason) for call in batch.calls]
+        results: list[ToolResult] = await call_next(batch)
+        return results
+
+
+class AfterTools(Hook):
+    """`fn(batch, results)` after a batch: the safe place to `run.inject(...)`."""
+
+    event = "after_tools"
+
+    async def wrap_tools(self, batch: ToolBatch, call_next: Handler) -> list[ToolResult]:
+        results: list[ToolResult] = await call_next(batch)
+        await self.call(batch, results)
+        return results
+
+
+class BeforeEachTool(Hook):
+    """`fn(call)` before each matching tool call; may return `Block(reason)` or `Modify(args)`."""
+
+    event = "before_each_tool"
+
+    async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
+        if self._matches(call.name):
+            decision = await self.call(call)
+            if isinstance(decision, Block):
+                return call.block(decision.reason)
+            if isinstance(decision, Modify):
+                call.args = dict(decision.args)
+        result: ToolResult = await call_next(call)
+        return result
+
+
+class AfterEachTool(Hook):
+    """`fn(call, result)` after each matching tool call; returning a `ToolResult` replaces it."""
+
+    event = "after_each_tool"
+
+    async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
+        result: ToolResult = await call_next(call)
+        if self._matches(call.name):
+            replacement = await self.call(call, result)
+            if isinstance(replacement, ToolResult):
+                return replacement
+        return result
+
+
+class OnError(Hook):
+    """`fn(call, error)` when a model or (matching) tool call raised.
+
+    Returning `None` re-raises; a `ToolResult` or `ModelResponse` recovers.
+    Cancellation and onion's control-flow signals never reach it.
+    """
+
+    event = "on_error"
+
+    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+        try:
+            response: ModelResponse = await call_next(call)
+            return response
+        except Exception as error:
+            recovery = await self.call(call, error)
+            if isinstance(recovery, ModelResponse):
+                return recovery
+            raise
+
+    async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
+        try:
+            result: ToolResult = await call_next(call)
+            return result
+        except Exception as error:
+            if not self._matches(call.name):
+                raise
+            recovery = await self.call(call, error)
+            if isinstance(recovery, ToolResult):
+                return recovery
+            raise
+
+
+class OnComplete(Hook):
+    """`fn(run, result)` when the run ends with a result."""
+
+    event = "on_complete"
+
+    async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
+        result: RunResult = await call_next(run)
+        await self.call(run, result)
+        return result
+
+
+_HOOKS: dict[str, type[Hook]] = {
+    cls.event: cls
+    for cls in (
+        AfterUserInput,
+        BeforeLLM,
+        AfterLLM,
+        BeforeTools,
+        AfterTools,
+        BeforeEachTool,
+        AfterEachTool,
+        OnError,
+        OnComplete,
+    )
+}
+EVENTS = tuple(_HOOKS)
+"""The nine event names."""
+
+
+Decorated = Callable[[Callable[..., Any]], Hook]
+
+
+def _decorator(cls: type[Hook], matching: bool) -> Callable[..., Any]:
+    def decorate(target: Any = None, /, *, errors: Errors = "raise") -> Hook | Decorated:
+        if callable(target) and not isinstance(target, re.Pattern):
+            return cls(target, None, errors)
+        if target is not None and not matching:
+            raise TypeError(f"@{cls.event} takes no matcher; only @before_each_tool, @after_each_tool and @on_error do")
+        return lambda function: cls(function, target, errors)
+
+    decorate.__name__ = decorate.__qualname__ = cls.event
+    decorate.__doc__ = cls.__doc__
+    return decorate
+
+
+after_user_input = _decorator(AfterUserInput, False)
+before_llm = _decorator(BeforeLLM, False)
+after_llm = _decorator(AfterLLM, False)
+before_tools = _decorator(BeforeTools, False)
+after_tools = _decorator(AfterTools, False)
+before_each_tool = _decorator(BeforeEachTool, True)
+after_each_tool = _decorator(AfterEachTool, True)
+on_error = _decorator(OnError, True)
+on_complete = _decorator(OnComplete, False)
+
+
+def hook(event: str, function: Callable[..., Any], matcher: Matcher = None, *, errors: Errors = "raise") -> Hook:
+    """The hook middleware for `event` calling `function`."""
+    if event not in _HOOKS:
+        raise ValueError(f"unknown hook event {event!r}; the events are: {', '.join(EVENTS)}")
+    return _HOOKS[event](function, matcher, errors)
+
+
+def from_dict(
+    hooks: Mapping[str, Callable[..., Any] | Iterable[Callable[..., Any]]], *, errors: Errors = "raise"
+) -> Stack:
+    """A `Stack` from `{"after_llm": [f], "before_each_tool": [g], ...}` (connectonion's style)."""
+    stack = Stack(name="hooks")
+    for event, functions in hooks.items():
+        for function in [functions] if callable(functions) else functions:
+            stack.use(hook(event, function, errors=errors))
+    return stack
+
+
+def _matcher(matcher: Matcher) -> Callable[[str], bool]:
+    if matcher is None:
+        return lambda name: True
+    if isinstance(matcher, str):
+        return lambda name: name == matcher
+    if isinstance(matcher, re.Pattern):
+        return lambda name: matcher.fullmatch(name) is not None
+    names = frozenset(matcher)
+    return names.__contains__
