@@ -1,0 +1,49 @@
+"""Compiled patterns for secrets and personal data, shared by `redact` and `log`.
+
+Each matches the secret itself, so `PATTERN.sub("[REDACTED]", text)` hides it.
+`CARD_NUMBER` matches any run of 13 to 19 digits (spaces or dashes allowed);
+confirm a match with `luhn_valid` before treating it as a card number.
+"""
+
+from __future__ import annotations
+
+import re
+
+EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
+"""An e-mail address."""
+
+API_KEY = re.compile(
+    r"\b(?:"
+    r"sk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{16,}"  # Anthropic, OpenAI, Stripe-style secret keys
+    r"|(?:pk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"  # Stripe publishable / restricted keys
+    r"|AKIA[0-9A-Z]{16}"  # AWS access key id
+    r"|AIza[0-9A-Za-z_-]{35}"  # Google API key
+    r"|(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"  # GitHub tokens
+    r"|xox[abposr]-[A-Za-z0-9-]{10,}"  # Slack tokens
+    r")"
+)
+"""An API key or token in one of the well-known vendor formats."""
+
+BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]+=*")
+"""A bearer credential, as in an `Authorization: Bearer ...` header."""
+
+CARD_NUMBER = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
+"""A candidate payment-card number: 13 to 19 digits; check it with `luhn_valid`."""
+
+
+def luhn_valid(candidate: str) -> bool:
+    """True when the digits of `candidate` pass the Luhn checksum of card numbers."""
+    digits = [int(c) for c in candidate if c.isdigit()]
+    if not 13 <= len(digits) <= 19:
+        return False
+    total = 0
+    for position, digit in enumerate(reversed(digits)):
+        if position % 2:
+            digit *= 2
+            if digit > 9:
+                digit -= 9
+        total += digit
+    return total % 10 == 0
+
+
+__all__ = ["API_KEY", "BEARER", "CARD_NUMBER", "EMAIL", "luhn_valid"]
