@@ -1,0 +1,370 @@
+"""The agent loop: tools, injection at safe points, history checks, limits, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Annotated, Any
+
+import pytest
+from pydantic import Field
+
+from onion import (
+    Agent,
+    Message,
+    ModelCall,
+    ModelResponse,
+    RunFinished,
+    TextDelta,
+    ToolBatch,
+    ToolCall,
+    ToolCallStarted,
+    ToolRequest,
+    ToolResultEvent,
+    Usage,
+    check_history,
+    tool,
+)
+from onion.errors import MaxStepsExceeded, MessageOrderError, ScriptExhausted
+from onion.testing import FunctionModel, ScriptedModel, call
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool
+async def fail(reason: str) -> str:
+    """Always fails."""
+    raise ValueError(reason)
+
+
+async def test_final_answer_without_tools_ends_the_run() -> None:
+    result = await Agent(ScriptedModel(["hello"]), instructions="Be brief.").run("hi")
+    assert result.output == "hello"
+    assert [(m.role, m.text) for m in result.messages] == [
+        ("system", "Be brief."),
+        ("user", "hi"),
+        ("assistant", "hello"),
+    ]
+
+
+async def test_tool_results_follow_their_calls_in_call_order() -> None:
+    @tool
+    async def slow_echo(text: str, delay: float) -> str:
+        await asyncio.sleep(delay)
+        return text
+
+    script = [[call("slow_echo", text="first", delay=0.03), call("slow_echo", text="second", delay=0.0)], "ok"]
+    result = await Agent(ScriptedModel(script), tools=[slow_echo]).run("go")
+    assert [m.text for m in result.messages if m.role == "tool"] == ["first", "second"]
+    check_history(result.messages)
+
+
+async def test_batch_calls_run_concurrently() -> None:
+    running = 0
+    peak = 0
+
+    @tool
+    async def busy() -> str:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.01)
+        running -= 1
+        return "done"
+
+    await Agent(ScriptedModel([[call("busy"), call("busy"), call("busy")], "ok"]), tools=[busy]).run("go")
+    assert peak == 3
+
+
+async def test_parallel_tools_false_runs_calls_one_at_a_time() -> None:
+    order: list[str] = []
+
+    @tool
+    async def step(name: str) -> str:
+        order.append(f"start {name}")
+        await asyncio.sleep(0.001)
+        order.append(f"end {name}")
+        return name
+
+    agent = Agent(ScriptedModel([[call("step", name="a"), call("step", name="b")], "ok"]), tools=[step])
+    agent.parallel_tools = False
+    await agent.run("go")
+    assert order == ["start a", "end a", "start b", "end b"]
+
+
+async def test_sync_tools_run_in_a_worker_thread() -> None:
+    threads: list[int] = []
+
+    @tool
+    def where() -> str:
+        threads.append(threading.get_ident())
+        return "here"
+
+    await Agent(ScriptedModel([[call("where")], "ok"]), tools=[where]).run("go")
+    assert threads and threads[0] != threading.get_ident()
+
+
+async def test_errors_become_results_the_model_can_act_on_and_siblings_still_run() -> None:
+    script = [[call("add", a=1, b="two"), call("nope", x=1), call("fail", reason="disk full"), call("add", a=2, b=2)]]
+    model = ScriptedModel([*script, "ok"])
+    result = await Agent(model, tools=[add, fail]).run("go")
+    bad_args, unknown, raised, good = [m for m in result.messages if m.role == "tool"]
+    assert bad_args.is_error and "b:" in bad_args.text and "'two'" in bad_args.text
+    assert unknown.is_error and "Unknown tool 'nope'" in unknown.text and "add, fail" in unknown.text
+    assert raised.is_error and "ValueError: disk full" in raised.text
+    assert not good.is_error and good.text == "4"
+
+
+async def test_malformed_json_arguments_become_an_error_result() -> None:
+    request = ToolRequest(id="t1", name="add", args={}, raw_args='{"a": 1,')
+    model = ScriptedModel([ModelResponse(Message.assistant("", [request])), "ok"])
+    result = await Agent(model, tools=[add]).run("go")
+    answer = result.messages[-2]
+    assert answer.is_error and "not valid JSON" in answer.text and answer.tool_call_id == "t1"
+
+
+async def test_layer_may_change_arguments_before_validation() -> None:
+    async def fix_args(ctx: ToolCall, call_next: Any) -> Any:
+        ctx.args = {"a": int(ctx.args["a"]), "b": 10}
+        return await call_next(ctx)
+
+    result = await Agent(ScriptedModel([[call("add", a="5", b="x")], "ok"]), tools=[add], middleware=[fix_args]).run("")
+    assert result.messages[-2].text == "15"
+
+
+async def test_tool_schema_comes_from_signature_and_docstring() -> None:
+    @tool(name="search_web")
+    def search(query: Annotated[str, Field(description="What to look for")], limit: int = 5) -> list[str]:
+        """Search the web.
+
+        Longer text that is not part of the description.
+        """
+        return []
+
+    assert search.name == "search_web" and search.description == "Search the web."
+    assert search.parameters["properties"]["query"]["description"] == "What to look for"
+    assert search.parameters["required"] == ["query"]
+    assert search.parameters["properties"]["limit"]["default"] == 5
+
+
+async def test_tool_may_take_the_tool_call_for_run_state() -> None:
+    @tool
+    def remember(note: str, ctx: ToolCall) -> str:
+        ctx.run.state.setdefault("notes", []).append(note)
+        return "saved"
+
+    assert "ctx" not in remember.parameters["properties"]
+    result = await Agent(ScriptedModel([[call("remember", note="milk")], "ok"]), tools=[remember]).run("go")
+    assert result.state["notes"] == ["milk"]
+
+
+async def test_injected_messages_land_after_the_batch_results() -> None:
+    async def nag(ctx: ToolCall, call_next: Any) -> Any:
+        ctx.run.inject("Double-check that.")
+        return await call_next(ctx)
+
+    model = ScriptedModel([[call("add", a=1, b=2), call("add", a=3, b=4)], "ok"])
+    result = await Agent(model, tools=[add], middleware=[nag]).run("go")
+    roles = [m.role for m in model.requests[1].messages]
+    assert roles == ["user", "assistant", "tool", "tool", "user", "user"]
+    check_history(result.messages)
+
+
+async def test_injection_after_the_final_answer_is_kept() -> None:
+    async def note(ctx: ModelCall, call_next: Any) -> Any:
+        response = await call_next(ctx)
+        ctx.run.inject(Message.user("thanks"))
+        return response
+
+    result = await Agent(ScriptedModel(["bye"]), middleware=[note]).run("x")
+    assert result.messages[-1].text == "thanks"
+
+
+async def test_broken_history_is_caught_before_the_model_sees_it() -> None:
+    async def drop_results(ctx: ModelCall, call_next: Any) -> Any:
+        ctx.messages = [m for m in ctx.messages if m.role != "tool"]
+        return await call_next(ctx)
+
+    model = ScriptedModel([[call("add", a=1, b=2)], "ok"])
+    with pytest.raises(MessageOrderError, match="unanswered tool call") as error:
+        await Agent(model, tools=[add], middleware=[drop_results]).run("go")
+    assert error.value.index == 1 and len(model.requests) == 1
+
+
+def test_history_check_names_the_offending_message() -> None:
+    asked = Message.assistant("", [ToolRequest("a", "add"), ToolRequest("b", "add")])
+    with pytest.raises(MessageOrderError, match="message 2 answers tool call 'b'"):
+        check_history([Message.user("x"), asked, Message.tool("b", "1"), Message.tool("a", "2")])
+    with pytest.raises(MessageOrderError, match="message 0 is a tool result"):
+        check_history([Message.tool("a", "1")])
+    with pytest.raises(MessageOrderError, match="unanswered"):
+        check_history([Message.user("x"), asked, Message.tool("a", "1")])
+    check_history([Message.user("x"), asked, Message.tool("a", "1"), Message.tool("b", "2"), Message.user("y")])
+
+
+async def test_max_steps_stops_with_every_call_answered() -> None:
+    model = FunctionModel(lambda c: [call("add", a=1, b=1)])
+    with pytest.raises(MaxStepsExceeded, match="max_steps=3") as error:
+        await Agent(model, tools=[add], max_steps=3).run("loop forever")
+    assert len(model.requests) == 3
+    check_history(error.value.messages)
+    assert error.value.messages[-1].is_error and error.value.usage.requests == 3
+
+
+async def test_usage_adds_up_over_model_calls() -> None:
+    def answer(c: ModelCall) -> Any:
+        usage = Usage(input_tokens=10, output_tokens=5, requests=1)
+        if len(c.messages) == 1:
+            return ModelResponse(Message.assistant("", [ToolRequest("t", "add", {"a": 1, "b": 1})]), usage)
+        return ModelResponse(Message.assistant("2"), usage)
+
+    result = await Agent(FunctionModel(answer), tools=[add]).run("x")
+    assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.requests) == (20, 10, 2)
+
+
+async def test_script_past_its_end_says_so() -> None:
+    with pytest.raises(ScriptExhausted, match="response 2 but its script has 1"):
+        await Agent(ScriptedModel([[call("add", a=1, b=1)]]), tools=[add]).run("x")
+
+
+async def test_model_calls_get_copies_of_messages_and_tools() -> None:
+    async def trim(ctx: ModelCall, call_next: Any) -> Any:
+        ctx.messages.append(Message.user("extra"))
+        ctx.tools.clear()
+        return await call_next(ctx)
+
+    model = ScriptedModel(["ok"])
+    agent = Agent(model, tools=[add], middleware=[trim])
+    result = await agent.run("x")
+    assert [m.text for m in result.messages] == ["x", "ok"] and agent.tools == [add]
+    assert model.requests[0].tools == []
+
+
+async def test_continue_a_conversation_from_its_messages() -> None:
+    first = await Agent(ScriptedModel(["one"]), instructions="sys").run("a")
+    model = ScriptedModel(["two"])
+    second = await Agent(model, instructions="sys").run([*first.messages, Message.user("b")])
+    assert [m.role for m in second.messages] == ["system", "user", "assistant", "user", "assistant"]
+
+
+async def test_state_is_shared_by_layers_and_returned() -> None:
+    async def count(ctx: ToolBatch, call_next: Any) -> Any:
+        ctx.run.state["batches"] = ctx.run.state.get("batches", 0) + 1
+        return await call_next(ctx)
+
+    result = await Agent(ScriptedModel([[call("add", a=1, b=1)], "ok"]), tools=[add], middleware=[count]).run(
+        "x", state={"user": "ada"}
+    )
+    assert result.state == {"user": "ada", "batches": 1}
+
+
+async def test_cancelling_a_run_cancels_its_tools_and_leaves_no_task() -> None:
+    started = asyncio.Event()
+    cancelled: list[str] = []
+
+    @tool
+    async def hang(name: str) -> str:
+        started.set()
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.append(name)
+            raise
+        return name
+
+    agent = Agent(ScriptedModel([[call("hang", name="a"), call("hang", name="b")], "ok"]), tools=[hang])
+    before = asyncio.all_tasks()
+    task = asyncio.create_task(agent.run("go"))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert sorted(cancelled) == ["a", "b"]
+    assert asyncio.all_tasks() - before - {asyncio.current_task()} == set()
+
+
+async def test_cancelled_run_stops_waiting_for_a_sync_tool() -> None:
+    @tool
+    def block() -> str:
+        time.sleep(0.2)
+        return "late"
+
+    agent = Agent(ScriptedModel([[call("block")], "ok"]), tools=[block])
+    started = time.perf_counter()
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.02):
+            await agent.run("go")
+    assert time.perf_counter() - started < 0.15
+
+
+def test_run_sync_runs_without_a_loop_and_refuses_inside_one() -> None:
+    assert Agent(ScriptedModel(["ok"])).run_sync("x").output == "ok"
+
+    async def inside() -> None:
+        with pytest.raises(RuntimeError, match="await agent.run"):
+            Agent(ScriptedModel(["ok"])).run_sync("x")
+
+    asyncio.run(inside())
+
+
+async def test_stream_yields_deltas_tool_results_and_the_result_last() -> None:
+    agent = Agent(ScriptedModel([[call("add", a=1, b=2)], "the answer is 3"]), tools=[add])
+    events = [event async for event in agent.stream("go")]
+    assert isinstance(events[0], ToolCallStarted)
+    assert [e.result.content for e in events if isinstance(e, ToolResultEvent)] == ["3"]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "the answer is 3"
+    assert isinstance(events[-1], RunFinished) and events[-1].result.output == "the answer is 3"
+
+
+async def test_short_circuited_call_still_streams_its_text() -> None:
+    async def canned(ctx: ModelCall, call_next: Any) -> ModelResponse:
+        return ModelResponse(Message.assistant("cached answer"), cached=True)
+
+    events = [event async for event in Agent(ScriptedModel([]), middleware=[canned]).stream("go")]
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["cached answer"]
+
+
+async def test_layers_observe_streamed_deltas() -> None:
+    seen: list[str] = []
+
+    async def watch(ctx: ModelCall, call_next: Any) -> Any:
+        ctx.observe(lambda event: seen.append(event.text) if isinstance(event, TextDelta) else None)
+        return await call_next(ctx)
+
+    agent = Agent(ScriptedModel(["a fairly long answer"]), middleware=[watch])
+    [event async for event in agent.stream("go")]
+    assert "".join(seen) == "a fairly long answer" and len(seen) > 1
+
+
+async def test_leaving_a_stream_early_cancels_the_run() -> None:
+    cancelled = asyncio.Event()
+
+    @tool
+    async def hang() -> str:
+        try:
+            await asyncio.sleep(10)
+        finally:
+            cancelled.set()
+        return "x"
+
+    stream = Agent(ScriptedModel([[call("hang")], "ok"]), tools=[hang]).stream("go")
+    async for event in stream:
+        if isinstance(event, ToolCallStarted):
+            break
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert cancelled.is_set()
+
+
+def test_model_strings_need_a_known_provider() -> None:
+    with pytest.raises(ValueError, match="unknown model string"):
+        Agent("gemini:pro")
+
+
+def test_duplicate_tool_names_are_refused() -> None:
+    with pytest.raises(ValueError, match="share a name"):
+        Agent(ScriptedModel([]), tools=[add, add])

@@ -1,0 +1,264 @@
+"""Composition: targeting, ordering, short-circuit, repeated call_next, contract checks."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from onion import Agent, Call, Message, ModelCall, ModelResponse, Run, Stack, ToolBatch, ToolCall, ToolResult, tool
+from onion.errors import MiddlewareError
+from onion.testing import ScriptedModel, call
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def tool_script() -> ScriptedModel:
+    return ScriptedModel([[call("add", a=1, b=2), call("add", a=3, b=4)], "done"])
+
+
+def recorder(seen: list[tuple[str, str]], label: str) -> Any:
+    async def layer(ctx: Call, call_next: Any) -> Any:
+        seen.append((label, ctx.kind))
+        return await call_next(ctx)
+
+    return layer
+
+
+async def test_annotation_selects_the_kinds_a_function_wraps() -> None:
+    seen: list[str] = []
+
+    async def models(ctx: ModelCall, call_next: Any) -> Any:
+        seen.append(ctx.kind)
+        return await call_next(ctx)
+
+    async def tools(ctx: ToolCall | ToolBatch, call_next: Any) -> Any:
+        seen.append(ctx.kind)
+        return await call_next(ctx)
+
+    async def runs(ctx: Run, call_next: Any) -> Any:
+        seen.append(ctx.kind)
+        return await call_next(ctx)
+
+    await Agent(tool_script(), tools=[add], middleware=[models, tools, runs]).run("go")
+    assert sorted(seen) == sorted(["run", "model", "tools", "tool", "tool", "model"])
+
+
+async def test_string_annotations_resolve_like_real_ones() -> None:
+    namespace: dict[str, Any] = {}
+    exec(
+        "from __future__ import annotations\n"
+        "async def layer(ctx: ModelCall, call_next):\n"
+        "    return await call_next(ctx)\n",
+        namespace,
+    )
+    assert Stack(namespace["layer"]).layers("model") and not Stack(namespace["layer"]).layers("tool")
+
+
+async def test_unannotated_function_wraps_every_kind() -> None:
+    seen: list[tuple[str, str]] = []
+    await Agent(tool_script(), tools=[add], middleware=[recorder(seen, "a")]).run("go")
+    assert [kind for _, kind in seen] == ["run", "model", "tools", "tool", "tool", "model"]
+
+
+async def test_first_added_layer_is_outermost() -> None:
+    events: list[str] = []
+
+    def layer(label: str) -> Any:
+        async def wrap(ctx: ModelCall, call_next: Any) -> Any:
+            events.append(f"{label} in")
+            response = await call_next(ctx)
+            events.append(f"{label} out")
+            return response
+
+        return wrap
+
+    await Agent(ScriptedModel(["hi"]), middleware=[layer("a"), layer("b")]).use(layer("c")).run("x")
+    assert events == ["a in", "b in", "c in", "c out", "b out", "a out"]
+
+
+async def test_object_with_wrap_methods_wraps_those_kinds() -> None:
+    class Both:
+        def __init__(self) -> None:
+            self.kinds: list[str] = []
+
+        async def wrap_model(self, ctx: ModelCall, call_next: Any) -> Any:
+            self.kinds.append("model")
+            return await call_next(ctx)
+
+        async def wrap_tool(self, ctx: ToolCall, call_next: Any) -> Any:
+            self.kinds.append("tool")
+            return await call_next(ctx)
+
+    layer = Both()
+    await Agent(tool_script(), tools=[add], middleware=[layer]).run("go")
+    assert layer.kinds == ["model", "tool", "tool", "model"]
+
+
+async def test_class_is_instantiated_with_no_arguments() -> None:
+    class Counter:
+        instances = 0
+
+        def __init__(self) -> None:
+            Counter.instances += 1
+
+        async def wrap_model(self, ctx: ModelCall, call_next: Any) -> Any:
+            return await call_next(ctx)
+
+    stack = Stack(Counter)
+    assert Counter.instances == 1 and stack.layers("model")[0].name == "Counter"
+
+
+async def test_short_circuit_never_reaches_the_model() -> None:
+    model = ScriptedModel([])
+
+    async def canned(ctx: ModelCall, call_next: Any) -> ModelResponse:
+        return ModelResponse(message=Message.assistant("from cache"))
+
+    result = await Agent(model, middleware=[canned]).run("x")
+    assert result.output == "from cache" and model.requests == [] and result.usage.requests == 0
+
+
+async def test_call_next_twice_retries_the_inner_stack() -> None:
+    model = ScriptedModel([RuntimeError("flaky"), "second try"])
+
+    async def retry_once(ctx: ModelCall, call_next: Any) -> Any:
+        try:
+            return await call_next(ctx)
+        except RuntimeError:
+            return await call_next(ctx)
+
+    result = await Agent(model, middleware=[retry_once]).run("x")
+    assert result.output == "second try" and len(model.requests) == 2
+
+
+async def test_nested_stacks_flatten_in_order_and_share_layer_state() -> None:
+    seen: list[tuple[str, str]] = []
+    shared = Stack(recorder(seen, "shared"))
+    agents = [Agent(ScriptedModel(["a"]), middleware=[recorder(seen, "own"), shared]) for _ in range(2)]
+    for agent in agents:
+        await agent.run("x")
+    assert [label for label, kind in seen if kind == "model"] == ["own", "shared", "own", "shared"]
+    assert [layer.name for layer in agents[0].stack.layers("model")] == ["recorder.layer", "recorder.layer"]
+
+
+async def test_using_a_shared_stack_after_build_rebuilds_every_agent() -> None:
+    shared = Stack()
+    agent = Agent(ScriptedModel(["a", "b"]), middleware=[shared])
+    await agent.run("x")
+    seen: list[tuple[str, str]] = []
+    shared.use(recorder(seen, "late"))
+    await agent.run("y")
+    assert ("late", "model") in seen
+
+
+async def test_repr_shows_layers_per_kind() -> None:
+    async def only_model(ctx: ModelCall, call_next: Any) -> Any:
+        return await call_next(ctx)
+
+    text = repr(Stack(only_model, name="app"))
+    assert "model:  test_repr_shows_layers_per_kind.only_model" in text and "tool:   (none)" in text
+
+
+async def test_stack_is_itself_a_middleware() -> None:
+    seen: list[tuple[str, str]] = []
+    inner = Stack(recorder(seen, "inner"))
+    result = await inner(ToolBatch.__new__(ToolBatch), _echo)
+    assert result == "echo" and seen == [("inner", "tools")]
+
+
+async def _echo(ctx: Any) -> str:
+    return "echo"
+
+
+async def test_not_a_middleware_is_a_clear_type_error() -> None:
+    with pytest.raises(TypeError, match="not a middleware"):
+        Stack(42)
+    with pytest.raises(TypeError, match=r"must take \(ctx, call_next\)"):
+        Stack(lambda ctx: ctx)
+
+
+@pytest.mark.parametrize("checked", [False, True])
+async def test_wrong_result_type_names_the_layer(checked: bool) -> None:
+    async def passthrough(ctx: ModelCall, call_next: Any) -> Any:
+        return await call_next(ctx)
+
+    async def broken(ctx: ModelCall, call_next: Any) -> Any:
+        await call_next(ctx)
+        return "not a response"
+
+    layers = [broken] if not checked else [passthrough, broken]
+    with pytest.raises(MiddlewareError, match="broken returned str"):
+        await Agent(ScriptedModel(["x"]), middleware=layers, checked=checked).run("x")
+
+
+async def test_checked_mode_names_the_exact_layer_among_several() -> None:
+    async def passthrough(ctx: ToolCall, call_next: Any) -> Any:
+        return await call_next(ctx)
+
+    async def forgets_return(ctx: ToolCall, call_next: Any) -> Any:
+        await call_next(ctx)
+
+    agent = Agent(tool_script(), tools=[add], middleware=[passthrough, forgets_return], checked=True)
+    with pytest.raises(MiddlewareError, match="forgets_return returned NoneType"):
+        await agent.run("go")
+
+
+async def test_fast_mode_lists_the_candidates_among_several() -> None:
+    async def passthrough(ctx: ToolCall, call_next: Any) -> Any:
+        return await call_next(ctx)
+
+    async def forgets_return(ctx: ToolCall, call_next: Any) -> Any:
+        await call_next(ctx)
+
+    agent = Agent(tool_script(), tools=[add], middleware=[passthrough, forgets_return], checked=False)
+    with pytest.raises(MiddlewareError, match="one of .*passthrough.*forgets_return.*ONION_CHECKED"):
+        await agent.run("go")
+
+
+@pytest.mark.parametrize("checked", [False, True])
+async def test_unawaited_coroutine_names_the_layer(checked: bool) -> None:
+    async def outer(ctx: ModelCall, call_next: Any) -> Any:
+        return await call_next(ctx)
+
+    async def lazy(ctx: ModelCall, call_next: Any) -> Any:
+        return call_next(ctx)
+
+    with pytest.raises(MiddlewareError, match="lazy returned an un-awaited coroutine"):
+        await Agent(ScriptedModel(["x"]), middleware=[outer, lazy], checked=checked).run("x")
+
+
+@pytest.mark.parametrize("checked", [False, True])
+async def test_concurrent_call_next_is_a_contract_error(checked: bool) -> None:
+    async def hedge(ctx: ToolCall, call_next: Any) -> Any:
+        first, _ = await asyncio.gather(call_next(ctx), call_next(ctx))
+        return first
+
+    @tool
+    async def slow() -> str:
+        await asyncio.sleep(0.01)
+        return "ok"
+
+    agent = Agent(ScriptedModel([[call("slow")], "done"]), tools=[slow], middleware=[hedge], checked=checked)
+    with pytest.raises(MiddlewareError, match="hedge.*concurrently|concurrently.*hedge"):
+        await agent.run("go")
+
+
+async def test_tool_layer_may_return_its_own_result() -> None:
+    async def fixed(ctx: ToolCall, call_next: Any) -> ToolResult:
+        return ToolResult(content="42", call_id=ctx.id)
+
+    result = await Agent(tool_script(), tools=[add], middleware=[fixed]).run("go")
+    assert [m.text for m in result.messages if m.role == "tool"] == ["42", "42"]
+
+
+async def test_layers_accept_extra_keyword_only_parameters() -> None:
+    async def configurable(ctx: ModelCall, call_next: Any, *, label: str = "x") -> Any:
+        return await call_next(ctx)
+
+    assert (await Agent(ScriptedModel(["ok"]), middleware=[configurable]).run("x")).output == "ok"
