@@ -1,0 +1,144 @@
+"""`redact`: hide secrets and personal data from the model."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+from onion import Handler, Message, ModelCall, ModelResponse, ToolCall, ToolRequest, ToolResult
+
+from .patterns import API_KEY, BEARER, CARD_NUMBER, EMAIL
+
+__all__ = ["luhn_valid", "redact"]
+
+Rule = Callable[[str], str]
+_Memo = dict[int, tuple[Message, str, list[ToolRequest], Message]]
+
+
+def luhn_valid(candidate: str) -> bool:
+    """True when the 13 to 19 digits of `candidate` pass the Luhn checksum of card numbers."""
+    digits = [int(c) for c in candidate if c.isdigit()]
+    if not 13 <= len(digits) <= 19:
+        return False
+    total = 0
+    for position, digit in enumerate(reversed(digits)):
+        doubled = digit * 2 if position % 2 else digit
+        total += doubled - 9 if doubled > 9 else doubled
+    return total % 10 == 0
+
+
+class redact:
+    """Replace what matches `patterns` in everything sent to the model.
+
+    Each pattern is a regex (a string or a compiled pattern; every match
+    becomes `replacement`) or a callable `str -> str`. Unless
+    `builtin=False`, e-mail addresses, bearer credentials, API keys in the
+    well-known vendor formats and card numbers (digit runs passing the Luhn
+    check, so ordinary numbers survive) are redacted first.
+
+    Applied to: the texts and tool-call arguments of every message a model
+    call sends (new `Message` objects in the call's own copy; `run.messages`
+    is left as it is), tool results as they come back (`tool_results=True`,
+    so the history holds them redacted; `ToolResult.value` keeps the raw
+    value for local code), and, with `responses=True`, the model's answer
+    (its text and tool-call arguments, so tools receive the redacted values).
+    Each message is redacted once per run and remembered; one edited in place
+    gets a fresh pass when its `text` or `tool_calls` is reassigned.
+    """
+
+    __slots__ = ("key", "replacement", "responses", "rules", "tool_results")
+
+    def __init__(
+        self,
+        *patterns: str | re.Pattern[str] | Rule,
+        builtin: bool = True,
+        replacement: str = "[REDACTED]",
+        responses: bool = False,
+        tool_results: bool = True,
+    ) -> None:
+        self.replacement = replacement
+        self.responses = responses
+        self.tool_results = tool_results
+        self.rules: list[Rule] = []
+        if builtin:
+            self.rules += [partial(p.sub, replacement) for p in (BEARER, API_KEY, EMAIL)]
+            self.rules.append(partial(CARD_NUMBER.sub, self._card))
+        for pattern in patterns:
+            if isinstance(pattern, str | re.Pattern):
+                self.rules.append(partial(re.compile(pattern).sub, replacement))
+            elif callable(pattern):
+                self.rules.append(pattern)
+            else:
+                raise TypeError(f"redact: {pattern!r} is not a regex (str or compiled) or a callable str -> str")
+        if not self.rules:
+            raise TypeError("redact(builtin=False) needs at least one pattern or callable to apply")
+        self.key = f"redact:{id(self):x}"
+
+    def _card(self, match: re.Match[str]) -> str:
+        return self.replacement if luhn_valid(match.group()) else match.group()
+
+    def text(self, text: str) -> str:
+        """`text` with every rule applied."""
+        for rule in self.rules:
+            text = rule(text)
+        return text
+
+    def _value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {key: self._value(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._value(item) for item in value]
+        return value
+
+    def _request(self, request: ToolRequest) -> ToolRequest:
+        args = self._value(request.args)
+        raw_args = None if request.raw_args is None else self.text(request.raw_args)
+        if args == request.args and raw_args == request.raw_args:
+            return request
+        return ToolRequest(id=request.id, name=request.name, args=args, raw_args=raw_args)
+
+    def message(self, message: Message) -> Message:
+        """`message` redacted: itself when nothing matched, otherwise a new `Message`."""
+        text = self.text(message.text) if message.text else message.text
+        calls = [self._request(call) for call in message.tool_calls]
+        if text == message.text and all(new is old for new, old in zip(calls, message.tool_calls, strict=True)):
+            return message
+        return replace(message, text=text, tool_calls=calls)
+
+    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+        memo: _Memo | None = call.run.state.get(self.key)
+        if memo is None:
+            memo = call.run.state[self.key] = {}
+        messages = call.messages
+        for index, message in enumerate(messages):
+            seen = memo.get(id(message))
+            if seen is None or seen[1] is not message.text or seen[2] is not message.tool_calls:
+                seen = memo[id(message)] = (message, message.text, message.tool_calls, self.message(message))
+            if seen[3] is not message:
+                messages[index] = seen[3]
+        response: ModelResponse = await call_next(call)
+        if self.responses:
+            redacted = self.message(response.message)
+            if redacted is not response.message:
+                response = ModelResponse(
+                    redacted,
+                    response.usage,
+                    response.stop_reason,
+                    model=response.model,
+                    cached=response.cached,
+                    raw=response.raw,
+                )
+        return response
+
+    async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
+        result: ToolResult = await call_next(call)
+        if self.tool_results and result.content:
+            content = self.text(result.content)
+            if content != result.content:
+                return ToolResult(content=content, is_error=result.is_error, call_id=result.call_id, value=result.value)
+        return result
