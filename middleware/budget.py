@@ -1,0 +1,97 @@
+"""`budget`: stop a run whose tokens or cost go over a limit."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from onion import Handler, ModelCall, ModelResponse, OnionError, Usage
+
+PRICES: dict[str, tuple[float, float]] = {
+    "claude-opus-4-5": (5.0, 25.0),
+    "claude-opus-4": (15.0, 75.0),
+    "claude-sonnet-4": (3.0, 15.0),
+    "claude-3-7-sonnet": (3.0, 15.0),
+    "claude-3-5-sonnet": (3.0, 15.0),
+    "claude-haiku-4-5": (1.0, 5.0),
+    "claude-3-5-haiku": (0.8, 4.0),
+    "claude-3-haiku": (0.25, 1.25),
+    "gpt-5": (1.25, 10.0),
+    "gpt-5-mini": (0.25, 2.0),
+    "gpt-5-nano": (0.05, 0.4),
+    "gpt-4.1": (2.0, 8.0),
+    "gpt-4.1-mini": (0.4, 1.6),
+    "gpt-4.1-nano": (0.1, 0.4),
+    "gpt-4o": (2.5, 10.0),
+    "gpt-4o-mini": (0.15, 0.6),
+    "o3": (2.0, 8.0),
+    "o3-mini": (1.1, 4.4),
+    "o4-mini": (1.1, 4.4),
+}
+"""USD per million (input, output) tokens, by model name prefix (list prices, 2025)."""
+
+
+class BudgetExceeded(OnionError):
+    """The run went over its `budget`.
+
+    `usage` is the run's usage at the stop (the response that went over
+    included), `cost` its cost in USD so far (0 if no `max_cost`).
+    """
+
+    def __init__(self, message: str, *, usage: Usage, cost: float) -> None:
+        super().__init__(message)
+        self.usage, self.cost = usage, cost
+
+
+class budget:
+    """Raise `BudgetExceeded` once a run's tokens pass `max_tokens` or its cost passes `max_cost` (USD).
+
+    Checked after every model call; the response that went over is not
+    added to the history (so no tool call is left unanswered) but its usage
+    is added to `run.usage`. Cost uses `prices` (model name prefix -> USD per
+    million input and output tokens, merged over `PRICES`; the longest
+    matching prefix wins); cached input tokens are charged at the input price.
+    A model with tokens but no price raises `OnionError` naming it. The cost
+    so far is kept in `run.state["cost"]`. Not usable bare.
+    """
+
+    __slots__ = ("max_cost", "max_tokens", "prices")
+
+    def __init__(
+        self,
+        max_tokens: int | None = None,
+        max_cost: float | None = None,
+        *,
+        prices: Mapping[str, tuple[float, float]] | None = None,
+    ) -> None:
+        if max_tokens is None and max_cost is None:
+            raise TypeError("budget needs a limit, e.g. budget(max_tokens=100_000) or budget(max_cost=0.50)")
+        self.max_tokens, self.max_cost = max_tokens, max_cost
+        self.prices = {**PRICES, **(prices or {})}
+
+    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+        response: ModelResponse = await call_next(call)
+        run, usage = call.run, response.usage
+        total = run.usage + usage
+        cost: float = run.state.get("cost", 0.0)
+        if self.max_cost is not None and (usage.input_tokens or usage.output_tokens):
+            name = response.model or str(getattr(call.model, "name", call.model))
+            input_price, output_price = self.price(name)
+            cost += (usage.input_tokens * input_price + usage.output_tokens * output_price) / 1_000_000
+            run.state["cost"] = cost
+        over = []
+        if self.max_tokens is not None and total.total_tokens > self.max_tokens:
+            over.append(f"{total.total_tokens} tokens > max_tokens={self.max_tokens}")
+        if self.max_cost is not None and cost > self.max_cost:
+            over.append(f"${cost:.6f} > max_cost=${self.max_cost}")
+        if over:
+            run.usage.add(usage)
+            raise BudgetExceeded(f"run {run.id} went over its budget: {'; '.join(over)}", usage=total, cost=cost)
+        return response
+
+    def price(self, model: str) -> tuple[float, float]:
+        """USD per million (input, output) tokens for `model` ("provider:" prefixes ignored)."""
+        name = model.rpartition(":")[2]
+        matches = [prefix for prefix in self.prices if name.startswith(prefix)]
+        if not matches:
+            raise OnionError(f"budget: no price for model {model!r}; pass budget(prices={{{name!r}: (input, output)}})")
+        return self.prices[max(matches, key=len)]

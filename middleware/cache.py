@@ -1,0 +1,210 @@
+"""`cache`: serve identical model requests (and, opted in, tool calls) from a store."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any, Protocol
+
+from onion import Handler, Message, ModelCall, ModelResponse, ToolCall, ToolRequest, ToolResult, Usage
+
+
+class CacheStore(Protocol):
+    """Where cached entries live: text values under text keys, each with an optional TTL."""
+
+    async def get(self, key: str) -> str | None: ...
+
+    async def set(self, key: str, value: str, ttl: float | None) -> None: ...
+
+
+class MemoryStore:
+    """A bounded in-memory LRU (the default): the least recently used entry goes first."""
+
+    def __init__(self, max_entries: int = 1024) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[str, tuple[str, float]] = OrderedDict()
+
+    async def get(self, key: str) -> str | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if entry[1] < time.monotonic():
+            del self._entries[key]
+            return None
+        self._entries.move_to_end(key)
+        return entry[0]
+
+    async def set(self, key: str, value: str, ttl: float | None) -> None:
+        self._entries[key] = (value, float("inf") if ttl is None else time.monotonic() + ttl)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class SQLiteStore:
+    """A SQLite file shared by every process on this machine; survives restarts.
+
+    Queries run inline (a keyed lookup in WAL mode takes microseconds);
+    expired rows are deleted when read and by `purge()`.
+    """
+
+    def __init__(self, path: str | Path, *, table: str = "onion_cache") -> None:
+        if not table.isidentifier():
+            raise ValueError(f"SQLiteStore: table name {table!r} must be an identifier")
+        self.path, self.table = str(path), table
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(
+            f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, value TEXT NOT NULL, expires REAL)"
+        )
+
+    async def get(self, key: str) -> str | None:
+        with self._lock:
+            row = self._db.execute(f"SELECT value, expires FROM {self.table} WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                return None
+            if row[1] is not None and row[1] < time.time():
+                self._db.execute(f"DELETE FROM {self.table} WHERE key = ?", (key,))
+                return None
+            return str(row[0])
+
+    async def set(self, key: str, value: str, ttl: float | None) -> None:
+        expires = None if ttl is None else time.time() + ttl
+        with self._lock:
+            self._db.execute(f"INSERT OR REPLACE INTO {self.table} VALUES (?, ?, ?)", (key, value, expires))
+
+    def purge(self) -> int:
+        """Delete expired rows; returns how many."""
+        with self._lock:
+            return self._db.execute(f"DELETE FROM {self.table} WHERE expires < ?", (time.time(),)).rowcount
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class cache:
+    """Answer a model request seen before from `store`, without calling the model.
+
+    The key is a SHA-256 of the canonical request: messages, tools (with
+    their schemas), model name, settings and `namespace`, independent of
+    dict order and of the tool call ids the provider chose. A hit is a
+    `ModelResponse` with `cached=True` and zero usage, reusing the stored
+    tool call ids. Errors are never cached (nor error tool results).
+    `ttl` is in seconds (`None`: forever). `tools` opts tool calls in,
+    `True` or names; their results are keyed by tool name and arguments.
+    Each call counts into `run.state["cache"]` (`{"hits": n, "misses": m}`)
+    and into the layer's `hits` / `misses`. `store` defaults to a
+    `MemoryStore`; `SQLiteStore(path)` persists across processes.
+    """
+
+    __slots__ = ("hits", "misses", "namespace", "store", "tools", "ttl")
+
+    def __init__(
+        self,
+        ttl: float | None = None,
+        store: CacheStore | None = None,
+        *,
+        namespace: str = "",
+        tools: bool | Collection[str] = False,
+    ) -> None:
+        if ttl is not None and ttl <= 0:
+            raise ValueError(f"cache: ttl must be positive seconds or None, got {ttl!r}")
+        self.ttl, self.namespace, self.tools = ttl, namespace, tools
+        self.store: CacheStore = store if store is not None else MemoryStore()
+        self.hits = self.misses = 0
+
+    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+        key = request_key(call, self.namespace)
+        found = await self.store.get(key)
+        if found is not None:
+            self._count(call, hit=True)
+            return decode_response(found)
+        self._count(call, hit=False)
+        response: ModelResponse = await call_next(call)
+        if not response.cached:
+            await self.store.set(key, encode_response(response, call), self.ttl)
+        return response
+
+    async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
+        if not (self.tools is True or (not isinstance(self.tools, bool) and call.name in self.tools)):
+            return await call_next(call)  # type: ignore[no-any-return]
+        key = _digest({"ns": self.namespace, "tool": call.name, "args": call.args})
+        found = await self.store.get(key)
+        if found is not None:
+            self._count(call, hit=True)
+            return ToolResult(content=json.loads(found), call_id=call.id)
+        self._count(call, hit=False)
+        result: ToolResult = await call_next(call)
+        if not result.is_error:
+            await self.store.set(key, json.dumps(result.content), self.ttl)
+        return result
+
+    def _count(self, ctx: ModelCall | ToolCall, *, hit: bool) -> None:
+        counts = ctx.run.state.get("cache")
+        if counts is None:
+            counts = ctx.run.state["cache"] = {"hits": 0, "misses": 0}
+        if hit:
+            self.hits += 1
+            counts["hits"] += 1
+        else:
+            self.misses += 1
+            counts["misses"] += 1
+
+
+def request_key(call: ModelCall, namespace: str = "") -> str:
+    """The cache key of a model request: stable across processes and dict orderings."""
+    ids: dict[str, str] = {}
+
+    def local(call_id: str | None) -> str | None:
+        return None if call_id is None else ids.setdefault(call_id, f"#{len(ids)}")
+
+    messages = [
+        [m.role, m.text, [[local(c.id), c.name, c.args, c.raw_args] for c in m.tool_calls], local(m.tool_call_id),
+         m.is_error, m.meta]
+        for m in call.messages
+    ]  # fmt: skip
+    tools = [[t.name, t.description, t.parameters] for t in call.tools]
+    model = str(getattr(call.model, "name", call.model))
+    return _digest(
+        {"v": 1, "ns": namespace, "model": model, "messages": messages, "tools": tools, "settings": call.settings}
+    )
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def encode_response(response: ModelResponse, call: ModelCall) -> str:
+    """A response as JSON text: text, tool calls with ids and args, stop reason, model, meta."""
+    message = response.message
+    return json.dumps(
+        {
+            "text": message.text,
+            "tool_calls": [[c.id, c.name, c.args, c.raw_args] for c in message.tool_calls],
+            "meta": message.meta,
+            "stop_reason": response.stop_reason,
+            "model": response.model or str(getattr(call.model, "name", "")) or None,
+        },
+        default=repr,
+    )
+
+
+def decode_response(text: str) -> ModelResponse:
+    """The cached `ModelResponse` stored as `text`: `cached=True`, zero usage."""
+    data = json.loads(text)
+    calls = [ToolRequest(id=i, name=n, args=a, raw_args=r) for i, n, a, r in data["tool_calls"]]
+    message = Message.assistant(data["text"], calls)
+    message.meta = data["meta"]
+    return ModelResponse(message, Usage(), data["stop_reason"], model=data["model"], cached=True)

@@ -1,0 +1,130 @@
+"""`log`: one stdlib logging record per call of every kind, with secrets scrubbed."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from onion import Handler, ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
+
+from .patterns import SECRETS, scrub
+
+
+class log:
+    """Log every run, model call, tool batch and tool call as it finishes.
+
+    One record per call, at `level` (`error_level` when the call raised),
+    with the message `"<kind> <what> <outcome> <ms>ms ..."` and structured
+    `extra` fields: `kind`, `what`, `outcome` (`"ok"`, `"error"`,
+    `"cancelled"`), `duration_ms`, `run_id`, `input_tokens`,
+    `output_tokens`, `error` and, when `payloads` is true, `payload`.
+
+    Secrets (API keys, Authorization headers and bearer tokens, `api_key=`
+    style assignments: `middleware.patterns.SECRETS`, plus `patterns`) are
+    scrubbed from every payload and error text before truncation to
+    `max_chars` (`None`: no limit). `logger` is a `logging.Logger`, a logger
+    name, or `None` for the `"onion"` logger.
+    """
+
+    __slots__ = ("error_level", "level", "logger", "max_chars", "patterns", "payloads")
+
+    def __init__(
+        self,
+        logger: logging.Logger | str | None = None,
+        level: int = logging.INFO,
+        *,
+        error_level: int = logging.WARNING,
+        payloads: bool = True,
+        max_chars: int | None = 200,
+        patterns: Iterable[re.Pattern[str] | str] = (),
+    ) -> None:
+        self.logger = logger if isinstance(logger, logging.Logger) else logging.getLogger(logger or "onion")
+        self.level = level
+        self.error_level = error_level
+        self.payloads = payloads
+        self.max_chars = max_chars
+        extra = tuple(re.compile(p) if isinstance(p, str) else p for p in patterns)
+        self.patterns: tuple[re.Pattern[str], ...] = SECRETS + extra
+
+    async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
+        return await self._logged(run, call_next, run.agent.name)  # type: ignore[no-any-return]
+
+    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+        return await self._logged(call, call_next, str(getattr(call.model, "name", call.model)))  # type: ignore[no-any-return]
+
+    async def wrap_tools(self, batch: ToolBatch, call_next: Handler) -> list[ToolResult]:
+        return await self._logged(batch, call_next, ",".join(c.name for c in batch.calls))  # type: ignore[no-any-return]
+
+    async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
+        return await self._logged(call, call_next, call.name)  # type: ignore[no-any-return]
+
+    async def _logged(self, ctx: Any, call_next: Handler, what: str) -> Any:
+        if not self.logger.isEnabledFor(min(self.level, self.error_level)):
+            return await call_next(ctx)
+        started = time.perf_counter()
+        try:
+            result = await call_next(ctx)
+        except BaseException as error:
+            outcome = "error" if isinstance(error, Exception) else "cancelled"
+            self._record(ctx, what, outcome, started, None, error)
+            raise
+        self._record(ctx, what, "ok", started, result, None)
+        return result
+
+    def _record(
+        self, ctx: Any, what: str, outcome: str, started: float, result: Any, error: BaseException | None
+    ) -> None:
+        level = self.level if error is None else self.error_level
+        if not self.logger.isEnabledFor(level):
+            return
+        kind = ctx.kind
+        ms = round((time.perf_counter() - started) * 1000, 2)
+        fields: dict[str, Any] = {
+            "kind": kind,
+            "what": what,
+            "outcome": outcome,
+            "duration_ms": ms,
+            "run_id": ctx.run.id,
+        }
+        message = f"{kind} {what} {outcome} {ms}ms"
+        usage = result.usage if isinstance(result, (ModelResponse, RunResult)) else None
+        if usage is not None:
+            fields["input_tokens"], fields["output_tokens"] = usage.input_tokens, usage.output_tokens
+            message += f" in={usage.input_tokens} out={usage.output_tokens}"
+            if isinstance(result, ModelResponse) and result.cached:
+                message += " cached"
+        if error is not None:
+            fields["error"] = self._clean(f"{type(error).__name__}: {error}")
+            message += f" {fields['error']}"
+        if self.payloads:
+            fields["payload"] = payload = self._clean(_payload(ctx, result))
+            message += f" {payload}"
+        self.logger.log(level, "%s", message, extra=fields)
+
+    def _clean(self, text: str) -> str:
+        text = scrub(text, self.patterns)
+        if self.max_chars is not None and len(text) > self.max_chars:
+            text = text[: self.max_chars] + f"...(+{len(text) - self.max_chars} chars)"
+        return text
+
+
+def _payload(ctx: Any, result: Any) -> str:
+    """What went in and what came out, as one line of text."""
+    if isinstance(ctx, ToolCall):
+        sent = json.dumps(ctx.args, default=repr, ensure_ascii=False)
+        return f"args={sent} -> {result.content!r}" if isinstance(result, ToolResult) else f"args={sent}"
+    if isinstance(ctx, ModelCall):
+        last = ctx.messages[-1].text if ctx.messages else ""
+        if not isinstance(result, ModelResponse):
+            return f"last={last!r}"
+        calls = [f"{c.name}({json.dumps(c.args, default=repr, ensure_ascii=False)})" for c in result.tool_calls]
+        return f"last={last!r} -> {result.text!r}" + (f" tools={calls}" if calls else "")
+    if isinstance(ctx, Run):
+        return f"input={ctx.input!r}" + (f" -> {result.output!r}" if isinstance(result, RunResult) else "")
+    if isinstance(result, list):
+        return f"results={[r.content for r in result if isinstance(r, ToolResult)]!r}"
+    return ""

@@ -1,0 +1,170 @@
+"""`rate_limit`: requests and tokens per minute for model calls, per model or per key."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from onion import Handler, ModelCall, ModelResponse
+from onion.errors import RateLimitedError
+
+_MAX_TOKEN_SETTINGS = ("max_tokens", "max_output_tokens", "max_completion_tokens")
+
+
+class RateLimitExceeded(RateLimitedError):
+    """A call would exceed the limit and `rate_limit(wait=False)` does not wait.
+
+    A retryable `RateLimitedError` (so an `OnionError`): `retry_after` is the
+    wait in seconds after which the call would pass, `key` the limited key.
+    """
+
+    def __init__(self, message: str, *, key: str, retry_after: float) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.key = key
+
+
+class RateStore(Protocol):
+    """Where the limits' counters live; in process now, shareable (e.g. Redis) later.
+
+    `acquire` either reserves one request and `tokens` tokens for `key` and
+    returns 0, or reserves nothing and returns the seconds to wait before
+    trying again. `reconcile` corrects a reservation once the real usage is
+    known. `pause` makes `key` wait until `seconds` from now (the provider's
+    rate-limit signal).
+    """
+
+    async def acquire(self, key: str, tokens: int, *, rpm: float | None, tpm: float | None, window: float) -> float: ...
+
+    async def reconcile(self, key: str, reserved: int, used: int) -> None: ...
+
+    async def pause(self, key: str, seconds: float) -> None: ...
+
+
+class _Bucket:
+    __slots__ = ("paused_until", "requests", "tokens", "updated")
+
+    def __init__(self, now: float) -> None:
+        self.requests = self.tokens = math.inf  # full: clamped to the limit on first use
+        self.updated = now
+        self.paused_until = 0.0
+
+
+class MemoryRateStore:
+    """Token buckets in this process, one per key.
+
+    Each limit refills evenly over `window` and holds at most one window's
+    worth (so a full minute's requests may go at once, as providers allow).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._buckets: dict[str, _Bucket] = {}
+        self._lock = threading.Lock()
+
+    async def acquire(self, key: str, tokens: int, *, rpm: float | None, tpm: float | None, window: float) -> float:
+        with self._lock:
+            now = self.clock()
+            bucket = self._buckets.get(key)
+            if bucket is None:
+                bucket = self._buckets[key] = _Bucket(now)
+            elapsed, bucket.updated = now - bucket.updated, now
+            wait = bucket.paused_until - now
+            if rpm:
+                bucket.requests = min(rpm, bucket.requests + elapsed * rpm / window)
+                wait = max(wait, (1 - bucket.requests) * window / rpm)
+            if tpm:
+                tokens = min(tokens, int(tpm))
+                bucket.tokens = min(tpm, bucket.tokens + elapsed * tpm / window)
+                wait = max(wait, (tokens - bucket.tokens) * window / tpm)
+            if wait > 0:
+                return wait
+            bucket.requests -= 1
+            bucket.tokens -= tokens
+            return 0.0
+
+    async def reconcile(self, key: str, reserved: int, used: int) -> None:
+        with self._lock:
+            bucket = self._buckets.get(key)
+            if bucket is not None:
+                bucket.tokens += reserved - used
+
+    async def pause(self, key: str, seconds: float) -> None:
+        with self._lock:
+            now = self.clock()
+            bucket = self._buckets.setdefault(key, _Bucket(now))
+            bucket.paused_until = max(bucket.paused_until, now + seconds)
+
+
+def estimate_tokens(call: ModelCall) -> int:
+    """A rough token count for `call` before it is sent: text length / 4, plus its max tokens setting."""
+    chars = sum(
+        len(m.text) + sum(len(c.name) + len(json.dumps(c.args, default=str)) for c in m.tool_calls)
+        for m in call.messages
+    )
+    chars += sum(len(t.name) + len(t.description or "") + len(json.dumps(t.parameters)) for t in call.tools)
+    most = next((call.settings[name] for name in _MAX_TOKEN_SETTINGS if name in call.settings), 0)
+    return chars // 4 + (most if isinstance(most, int) else 0)
+
+
+def model_key(call: ModelCall) -> str:
+    """The default key: the model's name."""
+    return str(getattr(call.model, "name", call.model))
+
+
+class rate_limit:
+    """Keep model calls under `rpm` requests and `tpm` tokens per minute, per key.
+
+    Before each call the layer reserves one request and an estimate of its
+    tokens (`estimate(call)`, default `estimate_tokens`), then corrects the
+    estimate with the response's real usage. Over the limit it waits, or
+    with `wait=False` raises `RateLimitExceeded`. The key is the model's name
+    unless `key(call)` says otherwise. Bare (no limits) it still obeys the
+    provider: a call failing with `RateLimitedError` carrying `retry_after`
+    makes later calls for that key wait that long. All runs and agents that
+    share this layer share its `store` (default: a `MemoryRateStore`).
+    """
+
+    __slots__ = ("estimate", "key", "rpm", "store", "tpm", "wait", "window")
+
+    def __init__(
+        self,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        *,
+        wait: bool = True,
+        key: Callable[[ModelCall], str] = model_key,
+        estimate: Callable[[ModelCall], int] = estimate_tokens,
+        store: RateStore | None = None,
+        window: float = 60.0,
+    ) -> None:
+        for label, value in (("rpm", rpm), ("tpm", tpm), ("window", window)):
+            if value is not None and value <= 0:
+                raise ValueError(f"rate_limit: {label} must be positive, got {value!r}")
+        self.rpm, self.tpm, self.wait, self.key, self.estimate, self.window = rpm, tpm, wait, key, estimate, window
+        self.store: RateStore = store if store is not None else MemoryRateStore()
+
+    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+        key = self.key(call)
+        reserved = self.estimate(call) if self.tpm else 0
+        while (delay := await self.store.acquire(key, reserved, rpm=self.rpm, tpm=self.tpm, window=self.window)) > 0:
+            if not self.wait:
+                raise RateLimitExceeded(
+                    f"rate limit for {key} reached; retry in {delay:.3f}s", key=key, retry_after=delay
+                )
+            await asyncio.sleep(delay)
+        try:
+            response: ModelResponse = await call_next(call)
+        except BaseException as error:
+            if isinstance(error, RateLimitedError) and error.retry_after:
+                await self.store.pause(key, error.retry_after)
+            if reserved:
+                await self.store.reconcile(key, reserved, 0)
+            raise
+        if self.tpm:
+            await self.store.reconcile(key, reserved, response.usage.total_tokens)
+        return response

@@ -1,0 +1,89 @@
+"""`timeout`: bound model calls (and, configured, tool calls or the whole run) in time."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from onion import Handler, ModelCall, ModelResponse, OnionError, Run, RunResult, ToolCall, ToolResult
+from onion.errors import ModelTimeoutError
+
+
+class TimeoutExceeded(OnionError, TimeoutError):
+    """A call took longer than its `timeout` allowed.
+
+    `kind` is the kind of call (`"model"`, `"tool"`, `"run"`), `name` the
+    model or tool, `seconds` the limit.
+    """
+
+    def __init__(self, message: str, *, kind: str = "", name: str = "", seconds: float = 0.0) -> None:
+        super().__init__(message)
+        self.kind, self.name, self.seconds = kind, name, seconds
+
+
+class ModelCallTimeout(TimeoutExceeded, ModelTimeoutError):
+    """A model call timed out: also a retryable `onion.errors.ModelTimeoutError`,
+
+    so `retry` and `fallback` treat it like the provider's own timeouts.
+    """
+
+
+class timeout:
+    """Cancel a call that runs longer than its limit and raise `TimeoutExceeded`.
+
+    `seconds` bounds each model call (`None`: model calls are not bounded);
+    model calls raise `ModelCallTimeout` (a retryable `ModelTimeoutError`).
+    `tools` bounds every tool call and `per_tool` maps tool names to their
+    own limit (`None` there: unbounded); `run` bounds the whole run. A tool
+    timeout travels up the tool stack and, if nothing catches it, the model
+    reads it as an error result. Inside `retry` the limit applies to each
+    attempt; outside, to all attempts together. Cancellation from outside
+    propagates unchanged.
+    """
+
+    __slots__ = ("per_tool", "run", "seconds", "tools")
+
+    def __init__(
+        self,
+        seconds: float | None = 60,
+        *,
+        tools: float | None = None,
+        per_tool: Mapping[str, float | None] | None = None,
+        run: float | None = None,
+    ) -> None:
+        for label, value in (("seconds", seconds), ("tools", tools), ("run", run), *(per_tool or {}).items()):
+            if value is not None and value <= 0:
+                raise ValueError(f"timeout: {label} must be a positive number of seconds or None, got {value!r}")
+        self.seconds, self.tools, self.run = seconds, tools, run
+        self.per_tool = dict(per_tool or {})
+
+    async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
+        if self.run is None:
+            return await call_next(run)  # type: ignore[no-any-return]
+        return await _bounded(run, call_next, self.run, TimeoutExceeded, "run", run.agent.name)  # type: ignore[no-any-return]
+
+    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+        if self.seconds is None:
+            return await call_next(call)  # type: ignore[no-any-return]
+        name = str(getattr(call.model, "name", call.model))
+        return await _bounded(call, call_next, self.seconds, ModelCallTimeout, "model", name)  # type: ignore[no-any-return]
+
+    async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
+        seconds = self.per_tool.get(call.name, self.tools)
+        if seconds is None:
+            return await call_next(call)  # type: ignore[no-any-return]
+        return await _bounded(call, call_next, seconds, TimeoutExceeded, "tool", call.name)  # type: ignore[no-any-return]
+
+
+async def _bounded(
+    ctx: Any, call_next: Handler, seconds: float, error: type[TimeoutExceeded], kind: str, name: str
+) -> Any:
+    scope = asyncio.timeout(seconds)
+    try:
+        async with scope:
+            return await call_next(ctx)
+    except TimeoutError as raised:
+        if not scope.expired() or isinstance(raised, TimeoutExceeded):
+            raise
+        raise error(f"{kind} {name} timed out after {seconds}s", kind=kind, name=name, seconds=seconds) from None
