@@ -8,25 +8,37 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_MODULES = {
-    "log": "log",
-    "retry": "retry",
-    "timeout": "timeout",
-    "rate_limit": "rate_limit",
-    "cache": "cache",
-    "fallback": "fallback",
-    "budget": "budget",
-    "limit": "limit",
-    "allow_tools": "tools_filter",
-    "deny_tools": "tools_filter",
-    "redact": "redact",
-    "concurrency": "concurrency",
-    "guard": "guard",
-    "reflect": "reflect",
-}
+from .cache import cache
+from .concurrency import concurrency
+from .guard import guard
+from .limit import limit
+from .log import log
+from .rate_limit import rate_limit
+from .redact import redact
+from .reflect import reflect
+from .retry import retry
+from .timeout import timeout
+from .tools_filter import allow_tools, deny_tools
+
+__all__ = [
+    "allow_tools",
+    "budget",
+    "cache",
+    "concurrency",
+    "deny_tools",
+    "fallback",
+    "guard",
+    "limit",
+    "log",
+    "rate_limit",
+    "redact",
+    "reflect",
+    "retry",
+    "timeout",
+]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _MODULES:
-        return getattr(importlib.import_module(f"middleware.{_MODULES[name]}"), name)
+    if name in ("fallback", "budget"):
+        return getattr(importlib.import_module(f"middleware.{name}"), name)
     raise AttributeError(f"module 'middleware' has no attribute {name!r}")

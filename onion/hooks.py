@@ -12,7 +12,7 @@ import inspect
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol, cast, overload
 
 from ._calls import ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
 from ._stack import Handler, Stack
@@ -250,7 +250,16 @@ EVENTS = tuple(_HOOKS)
 Decorated = Callable[[Callable[..., Any]], Hook]
 
 
-def _decorator(cls: type[Hook], matching: bool) -> Callable[..., Any]:
+class HookDecorator(Protocol):
+    """`@hook` bare on a function, or `@hook(matcher, errors=...)` returning the decorator."""
+
+    @overload
+    def __call__(self, function: Callable[..., Any], /) -> Hook: ...
+    @overload
+    def __call__(self, matcher: Matcher = None, /, *, errors: Errors = "raise") -> Decorated: ...
+
+
+def _decorator(cls: type[Hook], matching: bool) -> HookDecorator:
     def decorate(target: Any = None, /, *, errors: Errors = "raise") -> Hook | Decorated:
         if callable(target) and not isinstance(target, re.Pattern):
             return cls(target, None, errors)
@@ -260,7 +269,7 @@ def _decorator(cls: type[Hook], matching: bool) -> Callable[..., Any]:
 
     decorate.__name__ = decorate.__qualname__ = cls.event
     decorate.__doc__ = cls.__doc__
-    return decorate
+    return cast(HookDecorator, decorate)
 
 
 after_user_input = _decorator(AfterUserInput, False)

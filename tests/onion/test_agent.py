@@ -306,7 +306,7 @@ def test_run_sync_runs_without_a_loop_and_refuses_inside_one() -> None:
     assert Agent(ScriptedModel(["ok"])).run_sync("x").output == "ok"
 
     async def inside() -> None:
-        with pytest.raises(RuntimeError, match="await agent.run"):
+        with pytest.raises(RuntimeError, match=r"await agent\.run"):
             Agent(ScriptedModel(["ok"])).run_sync("x")
 
     asyncio.run(inside())

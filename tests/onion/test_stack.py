@@ -217,7 +217,7 @@ async def test_fast_mode_lists_the_candidates_among_several() -> None:
         await call_next(ctx)
 
     agent = Agent(tool_script(), tools=[add], middleware=[passthrough, forgets_return], checked=False)
-    with pytest.raises(MiddlewareError, match="one of .*passthrough.*forgets_return.*ONION_CHECKED"):
+    with pytest.raises(MiddlewareError, match=r"one of .*passthrough.*forgets_return.*ONION_CHECKED"):
         await agent.run("go")
 
 
@@ -245,7 +245,7 @@ async def test_concurrent_call_next_is_a_contract_error(checked: bool) -> None:
         return "ok"
 
     agent = Agent(ScriptedModel([[call("slow")], "done"]), tools=[slow], middleware=[hedge], checked=checked)
-    with pytest.raises(MiddlewareError, match="hedge.*concurrently|concurrently.*hedge"):
+    with pytest.raises(MiddlewareError, match=r"hedge.*concurrently|concurrently.*hedge"):
         await agent.run("go")
 
 
