@@ -1,0 +1,125 @@
+"""`redact`: secrets and personal data never reach the model."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from middleware import redact
+from middleware.redact import luhn_valid
+from onion import Agent, ModelCall, ToolRequest, check_history, tool
+from onion.testing import FunctionModel, ScriptedModel, call
+
+KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz"
+CARD = "4111 1111 1111 1111"
+
+
+@tool
+def lookup(name: str) -> str:
+    """Look a customer up."""
+    return f"{name}: jane@example.com, card {CARD}"
+
+
+def sent(model: ScriptedModel | FunctionModel, index: int = -1) -> list[str]:
+    return [m.text for m in model.requests[index].messages]
+
+
+async def test_bare_redact_hides_emails_keys_bearer_tokens_and_card_numbers() -> None:
+    model = ScriptedModel(["ok"])
+    agent = Agent(model, instructions=f"use key {KEY}").use(redact)
+    await agent.run(f"mail bob@corp.io, Authorization: Bearer abc.def.ghi, pay with {CARD}")
+    system, user = sent(model)
+    assert system == "use key [REDACTED]"
+    assert user.startswith("mail [REDACTED], ") and user.endswith(" pay with [REDACTED]")
+    assert "bob@" not in user and "abc.def.ghi" not in user and "1111" not in user
+
+
+async def test_numbers_failing_the_luhn_check_are_left_alone() -> None:
+    model = ScriptedModel(["ok"])
+    await Agent(model).use(redact()).run("order 1234 5678 9012 3456 shipped; card 4012-8888-8888-1881")
+    assert sent(model) == ["order 1234 5678 9012 3456 shipped; card [REDACTED]"]
+
+
+def test_luhn_check() -> None:
+    assert luhn_valid("4111111111111111")
+    assert not luhn_valid("4111111111111112")
+    assert not luhn_valid("42")
+
+
+async def test_history_objects_are_never_mutated() -> None:
+    """The model call gets new Message objects; run.messages keeps the originals."""
+    model = ScriptedModel(["ok"])
+    result = await Agent(model).use(redact).run("I am bob@corp.io")
+    assert result.messages[0].text == "I am bob@corp.io"
+    assert model.requests[0].messages[0] is not result.messages[0]
+
+
+async def test_tool_call_arguments_in_history_are_redacted_in_what_is_sent() -> None:
+    model = ScriptedModel([[call("lookup", name="bob@corp.io")], "done"])
+    result = await Agent(model, tools=[lookup]).use(redact(tool_results=False)).run("q")
+    assistant = model.requests[1].messages[1]
+    assert assistant.tool_calls[0].args == {"name": "[REDACTED]"}
+    assert assistant.tool_calls[0].id == result.messages[1].tool_calls[0].id
+    assert result.messages[1].tool_calls[0].args == {"name": "bob@corp.io"}
+    assert "[REDACTED]" in sent(model)[2]
+    check_history(model.requests[1].messages)
+
+
+async def test_tool_results_are_redacted_as_they_come_back() -> None:
+    model = ScriptedModel([[call("lookup", name="jane")], "done"])
+    result = await Agent(model, tools=[lookup]).use(redact).run("q")
+    assert result.messages[2].text == "jane: [REDACTED], card [REDACTED]"
+    check_history(result.messages)
+
+
+async def test_responses_are_left_alone_unless_asked() -> None:
+    answer = "write to help@corp.io"
+    plain = await Agent(ScriptedModel([answer])).use(redact).run("q")
+    assert plain.output == answer
+    redacted = await Agent(ScriptedModel([answer])).use(redact(responses=True)).run("q")
+    assert redacted.output == "write to [REDACTED]"
+
+
+async def test_responses_true_redacts_tool_call_arguments_before_the_tool_runs() -> None:
+    seen: list[str] = []
+
+    @tool
+    def note(text: str) -> str:
+        """Take a note."""
+        seen.append(text)
+        return "noted"
+
+    model = ScriptedModel([[call("note", text="key " + KEY)], "done"])
+    result = await Agent(model, tools=[note]).use(redact(responses=True)).run("q")
+    assert seen == ["key [REDACTED]"]
+    check_history(result.messages)
+
+
+async def test_custom_patterns_and_callables_with_a_custom_replacement() -> None:
+    model = ScriptedModel(["ok"])
+    layer = redact("ACME-\\d+", re.compile("(?i)project x"), str.upper, builtin=False, replacement="***")
+    await Agent(model).use(layer).run("ticket ACME-42 about Project X for bob@corp.io")
+    assert sent(model) == ["TICKET *** ABOUT *** FOR BOB@CORP.IO"]
+
+
+async def test_a_message_edited_in_place_is_redacted_again_within_the_run() -> None:
+    def answer(request: ModelCall) -> str | list[ToolRequest]:
+        if len(model.requests) == 1:
+            request.run.messages[0].text = "now secret@corp.io"
+            return [call("lookup", name="x")]
+        return "done"
+
+    model = FunctionModel(answer)
+    await Agent(model, tools=[lookup]).use(redact).run("hello")
+    assert sent(model, 1)[0] == "now [REDACTED]"
+
+
+def test_invalid_pattern_is_rejected() -> None:
+    with pytest.raises(TypeError, match="is not a regex"):
+        redact(42)  # type: ignore[arg-type]
+
+
+def test_no_rules_at_all_is_rejected() -> None:
+    with pytest.raises(TypeError, match="needs at least one pattern"):
+        redact(builtin=False)
