@@ -7,6 +7,7 @@ The decision lives in `RetryPolicy` (what is retried, how long to wait);
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
@@ -17,7 +18,6 @@ from tenacity import (
     retry_if_exception,
     stop_after_attempt,
     stop_after_delay,
-    wait_exponential_jitter,
 )
 
 from onion import Handler, ModelCall, ModelResponse, ToolCall, ToolResult
@@ -40,7 +40,7 @@ class RetryPolicy:
     to `max_backoff`, plus up to `jitter` seconds at random.
     """
 
-    __slots__ = ("_backoff", "initial", "jitter", "max_backoff", "max_retry_after", "retry_on")
+    __slots__ = ("initial", "jitter", "max_backoff", "max_retry_after", "retry_on")
 
     def __init__(
         self,
@@ -54,7 +54,6 @@ class RetryPolicy:
         self.retry_on = retry_on
         self.initial, self.max_backoff, self.jitter = initial, max_backoff, jitter
         self.max_retry_after = max_retry_after
-        self._backoff = wait_exponential_jitter(initial=initial, max=max_backoff, jitter=jitter)
 
     def retries_model(self, error: BaseException) -> bool:
         """Whether a model call that raised `error` is tried again."""
@@ -76,7 +75,8 @@ class RetryPolicy:
         retry_after = getattr(error, "retry_after", None)
         if isinstance(retry_after, (int, float)) and retry_after >= 0:
             return min(float(retry_after), self.max_retry_after)
-        return float(self._backoff(state))
+        backoff: float = min(self.initial * 2.0 ** (state.attempt_number - 1), self.max_backoff)
+        return backoff + random.uniform(0, self.jitter) if self.jitter else backoff
 
 
 class retry:

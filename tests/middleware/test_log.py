@@ -1,0 +1,132 @@
+"""`log`: one record per call of every kind, structured, with secrets scrubbed."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from middleware import log
+from middleware.patterns import API_KEY, BEARER, scrub
+from onion import Agent, Message, ModelResponse, Usage, tool
+from onion.errors import AuthenticationError
+from onion.testing import FunctionModel, ScriptedModel, call
+
+SECRET = "sk-ant-api03-SECRETSECRETSECRET"
+
+
+@tool
+def echo(text: str) -> str:
+    """Echo the text back."""
+    return f"echo {text}"
+
+
+class Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def records() -> Iterator[list[logging.LogRecord]]:
+    logger, handler = logging.getLogger("onion"), Collect()
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    yield handler.records
+    logger.removeHandler(handler)
+    logger.setLevel(logging.NOTSET)
+
+
+async def test_bare_log_writes_one_record_per_call_of_every_kind(records: list[logging.LogRecord]) -> None:
+    """A run with one tool batch logs: model, tool, tools, model, run (inner calls finish first)."""
+    agent = Agent(ScriptedModel([[call("echo", text="hi")], "done"]), tools=[echo]).use(log)
+    await agent.run("go")
+    kinds = [r.kind for r in records]  # type: ignore[attr-defined]
+    assert kinds == ["model", "tool", "tools", "model", "run"]
+    assert all(r.outcome == "ok" and r.levelno == logging.INFO for r in records)  # type: ignore[attr-defined]
+
+
+async def test_records_carry_structured_fields_for_duration_tokens_and_names(
+    records: list[logging.LogRecord],
+) -> None:
+    model = ScriptedModel([ModelResponse(message=Message.assistant("hi"), usage=Usage(3, 4, 1))])
+    await Agent(model, name="bot").use(log).run("hello")
+    model_record, run_record = records
+    assert model_record.what == "scripted"  # type: ignore[attr-defined]
+    assert (model_record.input_tokens, model_record.output_tokens) == (3, 4)  # type: ignore[attr-defined]
+    assert isinstance(model_record.duration_ms, float)  # type: ignore[attr-defined]
+    assert model_record.run_id == run_record.run_id  # type: ignore[attr-defined]
+    assert run_record.what == "bot"  # type: ignore[attr-defined]
+    assert "in=3 out=4" in model_record.getMessage()
+
+
+async def test_an_error_is_logged_at_error_level_with_its_type_and_reraised(records: list[logging.LogRecord]) -> None:
+    agent = Agent(ScriptedModel([AuthenticationError(f"bad key {SECRET}")])).use(log(level=logging.DEBUG))
+    with pytest.raises(AuthenticationError):
+        await agent.run("hi")
+    model_record = records[0]
+    assert model_record.levelno == logging.WARNING
+    assert model_record.outcome == "error"  # type: ignore[attr-defined]
+    assert model_record.error.startswith("AuthenticationError: bad key")  # type: ignore[attr-defined]
+    assert SECRET not in model_record.getMessage()
+
+
+async def test_cancellation_is_logged_as_cancelled_and_propagates(records: list[logging.LogRecord]) -> None:
+    async def slow(_: object) -> str:
+        await asyncio.sleep(10)
+        return "never"
+
+    task = asyncio.ensure_future(Agent(FunctionModel(slow)).use(log).run("hi"))
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [r.outcome for r in records] == ["cancelled", "cancelled"]  # type: ignore[attr-defined]
+
+
+async def test_secrets_never_reach_the_log_even_inside_payloads(caplog: pytest.LogCaptureFixture) -> None:
+    """API keys, Authorization headers and key assignments in messages, args and results are scrubbed."""
+    caplog.set_level(logging.INFO, logger="onion")
+    leaks = [SECRET, "sk-proj-ABCDEFGHIJKLMNOPQRSTUV", "eyJhbGciOiJIUzI1NiJ9.payload", "hunter2hunter2"]
+    question = f"use {leaks[0]} with header Authorization: Bearer {leaks[2]}"
+    model = ScriptedModel([[call("echo", text=f"api_key={leaks[3]} {leaks[1]}")], f"key was {leaks[0]}"])
+    await Agent(model, tools=[echo]).use(log(max_chars=None)).run(question)
+    logged = caplog.text + " ".join(str(r.__dict__) for r in caplog.records)
+    for leak in leaks:
+        assert leak not in logged
+    assert "[REDACTED]" in logged
+
+
+async def test_payloads_are_truncated_to_max_chars_and_can_be_switched_off(records: list[logging.LogRecord]) -> None:
+    agent = Agent(ScriptedModel(["x" * 1000, "y"])).use(log(max_chars=50))
+    await agent.run("hi")
+    assert len(records[0].payload) < 80  # type: ignore[attr-defined]
+    assert "chars)" in records[0].payload  # type: ignore[attr-defined]
+    records.clear()
+    await Agent(ScriptedModel(["y"])).use(log(payloads=False)).run("hi")
+    assert not hasattr(records[0], "payload")
+
+
+async def test_log_accepts_a_logger_name_and_extra_patterns(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="mine")
+    await Agent(ScriptedModel(["employee 12345"])).use(log("mine", patterns=[r"employee \d+"])).run("hi")
+    assert caplog.records[0].name == "mine"
+    assert "12345" not in caplog.text
+
+
+async def test_a_disabled_logger_costs_no_record(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.ERROR, logger="onion")
+    result = await Agent(ScriptedModel(["fine"])).use(log).run("hi")
+    assert result.output == "fine" and caplog.records == []
+
+
+def test_shared_patterns_match_the_common_key_formats() -> None:
+    assert API_KEY.fullmatch("sk-ant-api03-abcdefghijkl")
+    assert API_KEY.fullmatch("sk-proj-" + "a" * 20)
+    assert BEARER.search("Authorization: Bearer abcdefghijkl")
+    assert scrub('{"password": "p4ss", "ok": 1}') == '{"password": [REDACTED], "ok": 1}'

@@ -1,0 +1,121 @@
+"""`rate_limit`: requests and tokens per minute per key, and the provider's own signals."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from middleware import rate_limit
+from middleware.rate_limit import MemoryRateStore, RateLimitExceeded, estimate_tokens
+from onion import Agent, Message, ModelCall, ModelResponse, OnionError, Usage
+from onion.errors import RateLimitedError
+from onion.testing import FunctionModel, ScriptedModel
+
+
+def answers(n: int, usage: Usage | None = None) -> list[ModelResponse | str]:
+    if usage is None:
+        return ["ok"] * n
+    return [ModelResponse(Message.assistant("ok"), usage) for _ in range(n)]
+
+
+async def test_bare_rate_limit_passes_calls_through() -> None:
+    assert (await Agent(ScriptedModel(["ok"])).use(rate_limit).run("hi")).output == "ok"
+
+
+async def test_requests_over_rpm_wait_for_the_window_to_refill() -> None:
+    agent = Agent(ScriptedModel(answers(3))).use(rate_limit(rpm=2, window=0.1))
+    started = time.monotonic()
+    for _ in range(3):
+        await agent.run("hi")
+    assert 0.03 < time.monotonic() - started < 0.3
+
+
+async def test_wait_false_raises_rate_limit_exceeded_with_retry_after() -> None:
+    agent = Agent(ScriptedModel(answers(3))).use(rate_limit(rpm=1, wait=False))
+    await agent.run("hi")
+    with pytest.raises(RateLimitExceeded) as caught:
+        await agent.run("hi")
+    error = caught.value
+    assert isinstance(error, OnionError) and isinstance(error, RateLimitedError) and error.retryable
+    assert error.key == "scripted" and 59 < error.retry_after <= 60  # type: ignore[operator]
+
+
+async def test_tokens_are_reserved_from_an_estimate_and_reconciled_with_real_usage() -> None:
+    """A call that used fewer tokens than estimated gives the rest back."""
+    store = MemoryRateStore()
+    limiter = rate_limit(tpm=1000, wait=False, store=store, estimate=lambda call: 900)
+    agent = Agent(ScriptedModel(answers(3, Usage(50, 50, 1)))).use(limiter)
+    await agent.run("hi")
+    await agent.run("hi")  # passes only because 800 of the 900 reserved came back
+    with pytest.raises(RateLimitExceeded):
+        await agent.run("hi")
+
+
+async def test_a_failed_call_gives_its_token_reservation_back() -> None:
+    limiter = rate_limit(tpm=1000, wait=False, estimate=lambda call: 900)
+    agent = Agent(ScriptedModel([OnionError("down"), "ok"])).use(limiter)
+    with pytest.raises(OnionError, match="down"):
+        await agent.run("hi")
+    assert (await agent.run("hi")).output == "ok"
+
+
+async def test_tokens_over_tpm_wait() -> None:
+    limiter = rate_limit(tpm=100, window=0.1, estimate=lambda call: 60)
+    agent = Agent(ScriptedModel(answers(2, Usage(30, 30, 1)))).use(limiter)
+    started = time.monotonic()
+    await agent.run("hi")
+    await agent.run("hi")
+    assert time.monotonic() - started > 0.015
+
+
+async def test_a_single_request_larger_than_tpm_still_goes_when_the_bucket_is_full() -> None:
+    limiter = rate_limit(tpm=10, wait=False, estimate=lambda call: 10_000)
+    assert (await Agent(ScriptedModel(["ok"])).use(limiter).run("hi")).output == "ok"
+
+
+async def test_limits_are_kept_per_model_by_default_and_per_key_when_given() -> None:
+    limiter = rate_limit(rpm=1, wait=False)
+    await Agent(ScriptedModel(["ok"], name="a")).use(limiter).run("hi")
+    await Agent(ScriptedModel(["ok"], name="b")).use(limiter).run("hi")
+    with pytest.raises(RateLimitExceeded):
+        await Agent(ScriptedModel(["ok"], name="a")).use(limiter).run("hi")
+
+    shared = rate_limit(rpm=1, wait=False, key=lambda call: "everyone")
+    await Agent(ScriptedModel(["ok"], name="a")).use(shared).run("hi")
+    with pytest.raises(RateLimitExceeded):
+        await Agent(ScriptedModel(["ok"], name="b")).use(shared).run("hi")
+
+
+async def test_bare_it_obeys_the_providers_retry_after() -> None:
+    """After a 429 with retry_after, later calls for that model wait (or raise with wait=False)."""
+    model = ScriptedModel([RateLimitedError("429", retry_after=0.05), "ok"])
+    agent = Agent(model).use(rate_limit)
+    with pytest.raises(RateLimitedError):
+        await agent.run("hi")
+    started = time.monotonic()
+    assert (await agent.run("hi")).output == "ok"
+    assert time.monotonic() - started >= 0.04
+
+    impatient = Agent(ScriptedModel([RateLimitedError("429", retry_after=30), "ok"])).use(rate_limit(wait=False))
+    with pytest.raises(RateLimitedError):
+        await impatient.run("hi")
+    with pytest.raises(RateLimitExceeded):
+        await impatient.run("hi")
+
+
+def test_estimate_counts_text_tools_and_max_tokens() -> None:
+    seen: list[ModelCall] = []
+
+    def respond(call: ModelCall) -> str:
+        seen.append(call)
+        return "ok"
+
+    Agent(FunctionModel(respond), settings={"max_tokens": 100}).run_sync("x" * 400)
+    assert estimate_tokens(seen[0]) == 200
+
+
+@pytest.mark.parametrize("kwargs", [{"rpm": 0}, {"tpm": -5}, {"window": 0}])
+def test_non_positive_limits_are_rejected(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="positive"):
+        rate_limit(**kwargs)
