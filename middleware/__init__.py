@@ -5,11 +5,10 @@ Every piece is an ordinary middleware written against onion's public API.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from .budget import budget
 from .cache import cache
 from .concurrency import concurrency
+from .fallback import fallback
 from .guard import guard
 from .limit import limit
 from .log import log
@@ -37,8 +36,3 @@ __all__ = [
     "timeout",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in ("fallback", "budget"):
-        return getattr(importlib.import_module(f"middleware.{name}"), name)
-    raise AttributeError(f"module 'middleware' has no attribute {name!r}")
