@@ -97,4 +97,3 @@ async def test_nested_timeouts_report_the_one_that_expired() -> None:
 def test_non_positive_limits_are_rejected(kwargs: dict[str, object]) -> None:
     with pytest.raises(ValueError, match="positive"):
         timeout(**kwargs)  # type: ignore[arg-type]
-

@@ -1,0 +1,81 @@
+"""`budget`: tokens and cost checked after every model call."""
+
+from __future__ import annotations
+
+import pytest
+
+from middleware import budget, cache
+from middleware.budget import PRICES, BudgetExceeded
+from onion import Agent, Message, ModelResponse, OnionError, Usage, check_history, tool
+from onion.testing import ScriptedModel, call
+
+
+@tool
+def step(n: int) -> str:
+    """One step."""
+    return f"step {n}"
+
+
+def response(text: str | None, usage: Usage, model: str = "gpt-4o-mini", tool_call: bool = False) -> ModelResponse:
+    message = Message.assistant("", [call("step", n=1)]) if tool_call else Message.assistant(text or "")
+    return ModelResponse(message, usage, model=model)
+
+
+def test_bare_budget_raises_type_error_asking_for_a_limit() -> None:
+    with pytest.raises(TypeError, match="max_tokens=100_000"):
+        Agent(ScriptedModel(["x"])).use(budget)
+
+
+async def test_going_over_max_tokens_raises_budget_exceeded_with_the_runs_usage() -> None:
+    model = ScriptedModel([response(None, Usage(60, 10, 1), tool_call=True), response("done", Usage(60, 10, 1))])
+    with pytest.raises(BudgetExceeded) as caught:
+        await Agent(model, tools=[step]).use(budget(max_tokens=100)).run("hi")
+    error = caught.value
+    assert isinstance(error, OnionError)
+    assert error.usage == Usage(120, 20, 2)
+    assert "140 tokens > max_tokens=100" in str(error)
+
+
+async def test_a_run_within_budget_finishes() -> None:
+    model = ScriptedModel([response("done", Usage(60, 10, 1))])
+    assert (await Agent(model).use(budget(max_tokens=100)).run("hi")).output == "done"
+
+
+async def test_the_history_has_no_unanswered_tool_call_when_the_budget_stops_the_run() -> None:
+    model = ScriptedModel([response(None, Usage(500, 10, 1), tool_call=True)])
+    agent = Agent(model, tools=[step]).use(budget(max_tokens=100))
+    with pytest.raises(BudgetExceeded):
+        await agent.run("hi")
+    assert check_history(model.requests[0].messages) is None
+
+
+async def test_cost_is_priced_per_million_tokens_and_over_max_cost_raises() -> None:
+    input_price, output_price = PRICES["gpt-4o-mini"]
+    usage = Usage(1_000_000, 1_000_000, 1)
+    with pytest.raises(BudgetExceeded) as caught:
+        await Agent(ScriptedModel([response("x", usage)])).use(budget(max_cost=0.5)).run("hi")
+    assert caught.value.cost == pytest.approx(input_price + output_price)
+    result = await Agent(ScriptedModel([response("x", usage)])).use(budget(max_cost=1.0)).run("hi")
+    assert result.state["cost"] == pytest.approx(0.75)
+
+
+def test_the_longest_matching_price_prefix_wins_and_provider_prefixes_are_ignored() -> None:
+    layer = budget(max_cost=1, prices={"my-model": (1.0, 2.0)})
+    assert layer.price("openai:gpt-4o-mini-2024-07-18") == PRICES["gpt-4o-mini"]
+    assert layer.price("gpt-4o-2024-08-06") == PRICES["gpt-4o"]
+    assert layer.price("claude-opus-4-5-20251101") == PRICES["claude-opus-4-5"]
+    assert layer.price("my-model-v2") == (1.0, 2.0)
+
+
+async def test_a_model_without_a_price_raises_naming_it() -> None:
+    model = ScriptedModel([response("x", Usage(10, 10, 1), model="mystery-9")])
+    with pytest.raises(OnionError, match="no price for model 'mystery-9'"):
+        await Agent(model).use(budget(max_cost=1)).run("hi")
+
+
+async def test_cache_hits_cost_nothing() -> None:
+    layer = cache()
+    usage = Usage(400_000, 100_000, 1)
+    await Agent(ScriptedModel([response("x", usage)])).use(budget(max_cost=1), layer).run("hi")
+    result = await Agent(ScriptedModel([])).use(budget(max_cost=0.0001), layer).run("hi")
+    assert result.output == "x" and result.state.get("cost", 0.0) == 0.0

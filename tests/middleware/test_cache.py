@@ -1,0 +1,200 @@
+"""`cache`: identical model requests served from a store with zero usage."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from middleware import cache, retry
+from middleware.cache import MemoryStore, SQLiteStore, decode_response, encode_response, request_key
+from onion import Agent, Handler, Message, ModelCall, ModelResponse, Run, ToolRequest, Usage, tool
+from onion.errors import ServerError
+from onion.testing import FunctionModel, ScriptedModel, call
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def counting_model(answer: str = "hello") -> FunctionModel:
+    return FunctionModel(lambda call: ModelResponse(Message.assistant(answer), Usage(10, 5, 1), model="m-1"))
+
+
+async def test_bare_cache_serves_a_repeated_request_with_zero_usage_and_marks_it() -> None:
+    model = counting_model()
+    agent = Agent(model).use(cache)
+    first = await agent.run("hi")
+    second = await agent.run("hi")
+    assert len(model.requests) == 1
+    assert second.output == first.output == "hello"
+    assert first.usage.input_tokens == 10 and second.usage == Usage()
+    assert first.state["cache"] == {"hits": 0, "misses": 1}
+    assert second.state["cache"] == {"hits": 1, "misses": 0}
+
+
+async def test_a_hit_is_a_cached_response_visible_to_outer_layers() -> None:
+    seen: list[ModelResponse] = []
+
+    async def spy(ctx: ModelCall, call_next: Handler) -> ModelResponse:
+        response: ModelResponse = await call_next(ctx)
+        seen.append(response)
+        return response
+
+    agent = Agent(counting_model()).use(spy, cache)
+    await agent.run("hi")
+    await agent.run("hi")
+    assert [r.cached for r in seen] == [False, True]
+    assert seen[1].model == "m-1" and seen[1].usage == Usage()
+
+
+async def test_different_requests_miss() -> None:
+    model = counting_model()
+    layer = cache()
+    await Agent(model).use(layer).run("hi")
+    await Agent(model).use(layer).run("hello")
+    await Agent(model, settings={"temperature": 0.5}).use(layer).run("hi")
+    await Agent(model, tools=[add]).use(layer).run("hi")
+    assert len(model.requests) == 4 and layer.misses == 4 and layer.hits == 0
+
+
+async def test_tool_calls_round_trip_with_their_ids_and_the_run_continues_from_the_cache() -> None:
+    script = [[ToolRequest(id="call_A", name="add", args={"a": 1, "b": 2})], "3"]
+    layer = cache()
+    first = await Agent(ScriptedModel(script), tools=[add]).use(layer).run("1+2?")
+    replay = ScriptedModel([])
+    second = await Agent(replay, tools=[add]).use(layer).run("1+2?")
+    assert replay.requests == [] and second.output == "3"
+    assert second.messages[1].tool_calls[0].id == "call_A"
+    assert [m.text for m in second.messages] == [m.text for m in first.messages]
+
+
+async def test_the_key_ignores_dict_order_and_provider_tool_call_ids() -> None:
+    def model_call(args: dict[str, int], call_id: str, settings: dict[str, object]) -> ModelCall:
+        agent = Agent(ScriptedModel([]), tools=[add])
+        run_messages = [Message.user("q"), Message.assistant("", [ToolRequest(call_id, "add", args)])]
+        run_messages.append(Message.tool(call_id, "3"))
+        return ModelCall(Run(agent, "q", run_messages), run_messages, agent.tools, agent.model, settings)
+
+    one = model_call({"a": 1, "b": 2}, "x1", {"temperature": 0, "max_tokens": 5})
+    two = model_call({"b": 2, "a": 1}, "y9", {"max_tokens": 5, "temperature": 0})
+    assert request_key(one) == request_key(two)
+    assert request_key(one) != request_key(one, namespace="other")
+    assert request_key(one) != request_key(model_call({"a": 2, "b": 2}, "x1", {}))
+
+
+async def test_errors_are_never_cached() -> None:
+    model = ScriptedModel([ServerError("boom"), "ok"])
+    agent = Agent(model).use(cache)
+    with pytest.raises(ServerError):
+        await agent.run("hi")
+    assert (await agent.run("hi")).output == "ok"
+
+
+async def test_entries_expire_after_ttl() -> None:
+    model = counting_model()
+    agent = Agent(model).use(cache(ttl=0.02))
+    await agent.run("hi")
+    await asyncio.sleep(0.03)
+    await agent.run("hi")
+    assert len(model.requests) == 2
+
+
+async def test_namespaces_keep_caches_apart() -> None:
+    store, model = MemoryStore(), counting_model()
+    await Agent(model).use(cache(store=store, namespace="a")).run("hi")
+    await Agent(model).use(cache(store=store, namespace="b")).run("hi")
+    await Agent(model).use(cache(store=store, namespace="a")).run("hi")
+    assert len(model.requests) == 2
+
+
+async def test_memory_store_evicts_the_least_recently_used() -> None:
+    store = MemoryStore(max_entries=2)
+    await store.set("a", "1", None)
+    await store.set("b", "2", None)
+    assert await store.get("a") == "1"
+    await store.set("c", "3", None)
+    assert await store.get("b") is None and await store.get("a") == "1" and len(store) == 2
+
+
+async def test_sqlite_store_persists_across_instances_and_expires(tmp_path: Path) -> None:
+    path = tmp_path / "cache.db"
+    model = counting_model()
+    await Agent(model).use(cache(store=SQLiteStore(path))).run("hi")
+    reopened = SQLiteStore(path)
+    result = await Agent(model).use(cache(store=reopened)).run("hi")
+    assert len(model.requests) == 1 and result.output == "hello"
+    await reopened.set("old", "x", 0.001)
+    await asyncio.sleep(0.01)
+    assert await reopened.get("old") is None
+    await reopened.set("older", "x", 0.001)
+    await asyncio.sleep(0.01)
+    assert reopened.purge() == 1
+    reopened.close()
+
+
+def test_sqlite_store_rejects_a_table_name_that_is_not_an_identifier(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="identifier"):
+        SQLiteStore(tmp_path / "x.db", table="a; DROP TABLE b")
+
+
+def test_responses_round_trip_faithfully() -> None:
+    requests = [ToolRequest("id1", "add", {"a": 1, "b": [1, {"x": None}]}), ToolRequest("id2", "bad", {}, "{oops")]
+    message = Message.assistant("text é", requests)
+    message.meta = {"thinking": "hmm"}
+    original = ModelResponse(message, Usage(1, 2, 1), "max_tokens", model="claude-x")
+    agent = Agent(ScriptedModel([]))
+    run = Run(agent, "q", [])
+    back = decode_response(encode_response(original, ModelCall(run, [], [], agent.model, {})))
+    assert back.cached and back.usage == Usage()
+    assert (back.text, back.stop_reason, back.model) == ("text é", "max_tokens", "claude-x")
+    assert back.message.meta == {"thinking": "hmm"}
+    assert back.tool_calls == requests
+
+
+async def test_tool_results_are_cached_only_for_opted_in_tools_and_never_errors() -> None:
+    runs: list[int] = []
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look up."""
+        runs.append(1)
+        if key == "bad":
+            raise KeyError(key)
+        return f"value of {key}"
+
+    def script() -> ScriptedModel:
+        return ScriptedModel([[call("lookup", key="k"), call("lookup", key="bad")], "done"])
+
+    layer = cache(tools=["lookup"], namespace="t")
+    await Agent(script(), tools=[lookup]).use(layer).run("one")
+    result = await Agent(script(), tools=[lookup]).use(layer).run("two")
+    assert len(runs) == 3  # "k" once, "bad" twice
+    assert result.messages[-3].text == "value of k" and result.messages[-2].is_error
+    assert result.state["cache"]["hits"] == 1
+
+    runs.clear()
+    plain = cache()
+    await Agent(script(), tools=[lookup]).use(plain).run("one")
+    await Agent(script(), tools=[lookup]).use(plain).run("two")
+    assert len(runs) == 4
+
+
+async def test_cache_outside_retry_caches_the_retried_success_once() -> None:
+    """cache -> retry: a failure then success is stored; the next run is a hit without any attempt."""
+    model = ScriptedModel([ServerError("flaky"), "ok"])
+    agent = Agent(model).use(cache, retry(initial=0.001, jitter=0))
+    assert (await agent.run("hi")).output == "ok"
+    result = await agent.run("hi")
+    assert result.output == "ok" and len(model.requests) == 2 and "retries" not in result.state
+
+
+async def test_cache_inside_retry_is_consulted_on_every_attempt() -> None:
+    """retry -> cache: each attempt looks the request up again (a miss each time while it fails)."""
+    model = ScriptedModel([ServerError("flaky"), "ok"])
+    layer = cache()
+    result = await Agent(model).use(retry(initial=0.001, jitter=0), layer).run("hi")
+    assert result.output == "ok" and result.state["cache"] == {"hits": 0, "misses": 2}
