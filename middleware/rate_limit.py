@@ -34,13 +34,14 @@ class RateStore(Protocol):
     `acquire` either reserves one request and `tokens` tokens for `key` and
     returns 0, or reserves nothing and returns the seconds to wait before
     trying again. `reconcile` corrects a reservation once the real usage is
-    known. `pause` makes `key` wait until `seconds` from now (the provider's
+    known (`refund_request`: the call never reached the model, e.g. a cache
+    hit). `pause` makes `key` wait until `seconds` from now (the provider's
     rate-limit signal).
     """
 
     async def acquire(self, key: str, tokens: int, *, rpm: float | None, tpm: float | None, window: float) -> float: ...
 
-    async def reconcile(self, key: str, reserved: int, used: int) -> None: ...
+    async def reconcile(self, key: str, reserved: int, used: int, *, refund_request: bool = False) -> None: ...
 
     async def pause(self, key: str, seconds: float) -> None: ...
 
@@ -87,11 +88,12 @@ class MemoryRateStore:
             bucket.tokens -= tokens
             return 0.0
 
-    async def reconcile(self, key: str, reserved: int, used: int) -> None:
+    async def reconcile(self, key: str, reserved: int, used: int, *, refund_request: bool = False) -> None:
         with self._lock:
             bucket = self._buckets.get(key)
             if bucket is not None:
                 bucket.tokens += reserved - used
+                bucket.requests += refund_request
 
     async def pause(self, key: str, seconds: float) -> None:
         with self._lock:
@@ -121,7 +123,8 @@ class rate_limit:
 
     Before each call the layer reserves one request and an estimate of its
     tokens (`estimate(call)`, default `estimate_tokens`), then corrects the
-    estimate with the response's real usage. Over the limit it waits, or
+    estimate with the response's real usage; a cached response (a `cache`
+    layer inside this one) gives its request and tokens back. Over the limit it waits, or
     with `wait=False` raises `RateLimitExceeded`. The key is the model's name
     unless `key(call)` says otherwise. Bare (no limits) it still obeys the
     provider: a call failing with `RateLimitedError` carrying `retry_after`
@@ -165,6 +168,8 @@ class rate_limit:
             if reserved:
                 await self.store.reconcile(key, reserved, 0)
             raise
-        if self.tpm:
+        if response.cached:
+            await self.store.reconcile(key, reserved, 0, refund_request=True)
+        elif self.tpm:
             await self.store.reconcile(key, reserved, response.usage.total_tokens)
         return response
