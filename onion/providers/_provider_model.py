@@ -1,0 +1,143 @@
+"""`ProviderModel`: what the three provider models share (client, error mapping, streaming loop)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable
+from typing import Any, ClassVar, Protocol, TypeVar
+
+from .._calls import ModelCall, ModelResponse
+from ..errors import AuthenticationError, ResponseFormatError
+from ._errors import model_error
+
+T = TypeVar("T")
+
+
+class StreamReader(Protocol):
+    """Turns a provider's stream events into onion events and, at the end, the `ModelResponse`."""
+
+    def feed(self, event: Any) -> list[Any]:
+        """The onion events (`TextDelta`, `ToolCallStarted`) that `event` produces; may raise `ModelError`."""
+        ...
+
+    def finish(self) -> ModelResponse:
+        """The assembled response; raises `ConnectionLostError` if the stream ended early."""
+        ...
+
+
+class ProviderModel(ABC):
+    """A model reached through a provider SDK client.
+
+    Pass your own client as `client=` (onion leaves its options, retries
+    included, as they are), or let onion build one from the environment on
+    first use, with the SDK's retries off (`max_retries=0`) so that retry
+    layers decide every attempt. `api_key`, `base_url` and `timeout` (seconds)
+    apply only to a client onion builds. Every SDK or transport failure is
+    raised as an `onion.errors.ModelError` subclass, the SDK's exception
+    chained as `__cause__`.
+    """
+
+    provider: ClassVar[str]
+    """The SDK's import name, which is also the `ModelError.provider` value."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        client: Any = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        if client is not None and (api_key is not None or base_url is not None or timeout is not None):
+            raise TypeError("pass either client= or api_key=/base_url=/timeout= (which build a client), not both")
+        self.name = name
+        self._client = client
+        self._owns_client = client is None
+        self._options: dict[str, Any] = {"max_retries": 0}
+        for key, value in (("api_key", api_key), ("base_url", base_url), ("timeout", timeout)):
+            if value is not None:
+                self._options[key] = value
+
+    @property
+    def client(self) -> Any:
+        """The SDK client, built on first use when none was given."""
+        if self._client is None:
+            try:
+                self._client = self._build_client(dict(self._options))
+            except Exception as error:
+                mapped = model_error(error, self.provider)
+                if mapped is not None:
+                    raise mapped from error
+                if type(error).__module__.partition(".")[0] == self.provider:
+                    message = f"cannot build the {self.provider} client: {error}"
+                    raise AuthenticationError(message, provider=self.provider) from error
+                raise
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the client if onion built it (a client passed in stays open)."""
+        if self._owns_client and self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
+
+    async def request(self, call: ModelCall) -> ModelResponse:
+        """Send `call` and return the whole response."""
+        params = self._params(call)
+        try:
+            raw = await self._send(params, stream=False)
+        except Exception as error:
+            mapped = model_error(error, self.provider)
+            if mapped is None or mapped is error:
+                raise
+            raise mapped from error
+        return self._read(self._response, raw)
+
+    async def stream(self, call: ModelCall) -> AsyncIterator[Any]:
+        """Send `call` streamed: yield `TextDelta` / `ToolCallStarted` events, then the `ModelResponse`."""
+        params = self._params(call)
+        reader = self._reader()
+        try:
+            events = await self._send(params, stream=True)
+            async with events:
+                async for event in events:
+                    for item in self._read(reader.feed, event):
+                        yield item
+            response = self._read(reader.finish)
+        except Exception as error:
+            mapped = model_error(error, self.provider)
+            if mapped is None or mapped is error:
+                raise
+            raise mapped from error
+        yield response
+
+    def _read(self, reader: Callable[..., T], *args: Any) -> T:
+        """`reader(*args)`, a response that lacks what onion expects raised as `ResponseFormatError`."""
+        try:
+            return reader(*args)
+        except (AttributeError, KeyError, IndexError, TypeError, ValueError) as error:
+            message = f"{self.provider} sent a response onion cannot read: {type(error).__name__}: {error}"
+            raise ResponseFormatError(message, provider=self.provider) from error
+
+    @abstractmethod
+    def _build_client(self, options: dict[str, Any]) -> Any:
+        """A new SDK client from `options` (`max_retries`, and `api_key`, `base_url`, `timeout` when set)."""
+
+    @abstractmethod
+    def _params(self, call: ModelCall) -> dict[str, Any]:
+        """The keyword arguments of the SDK's create call for `call` (without `stream`)."""
+
+    @abstractmethod
+    async def _send(self, params: dict[str, Any], *, stream: bool) -> Any:
+        """Call the SDK: the response object, or its async event stream when `stream`."""
+
+    @abstractmethod
+    def _response(self, raw: Any) -> ModelResponse:
+        """The `ModelResponse` for the SDK's response object."""
+
+    @abstractmethod
+    def _reader(self) -> StreamReader:
+        """A fresh reader for one streamed response."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"

@@ -1,0 +1,67 @@
+"""`AnthropicModel`: the Anthropic Messages API through the `anthropic` SDK.
+
+The model string `"anthropic:<model>"` builds one. The SDK is imported when
+onion builds a client, never by `import onion`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._calls import ModelCall, ModelResponse
+from ._anthropic_wire import AnthropicStreamReader, read_response, request_params
+from ._provider_model import ProviderModel, StreamReader
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+
+__all__ = ["AnthropicModel"]
+
+
+class AnthropicModel(ProviderModel):
+    """A Claude model: `AnthropicModel("claude-sonnet-4-5")`.
+
+    Without `client=`, onion builds an `AsyncAnthropic` from `ANTHROPIC_API_KEY`
+    and `ANTHROPIC_BASE_URL` (or `api_key=` / `base_url=`) with
+    `max_retries=0`. A client you pass keeps its own retries: give it
+    `max_retries=0` when a retry layer of onion owns retrying, or attempts
+    multiply. `max_tokens` is the default for the API's required
+    `max_tokens`; a `max_tokens` setting overrides it. Other settings
+    (`temperature`, `top_p`, `stop_sequences`, `thinking`, `extra_headers`,
+    ...) go to `messages.create` verbatim.
+    """
+
+    provider = "anthropic"
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        client: AsyncAnthropic | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float | None = None,
+        max_tokens: int = 4096,
+    ) -> None:
+        super().__init__(name, client=client, api_key=api_key, base_url=base_url, timeout=timeout)
+        self.max_tokens = max_tokens
+
+    def _build_client(self, options: dict[str, Any]) -> Any:
+        from anthropic import AsyncAnthropic
+
+        return AsyncAnthropic(**options)
+
+    def _params(self, call: ModelCall) -> dict[str, Any]:
+        return request_params(call, self.name, self.max_tokens)
+
+    async def _send(self, params: dict[str, Any], *, stream: bool) -> Any:
+        messages: Any = self.client.messages
+        if stream:
+            return await messages.create(**params, stream=True)
+        return await messages.create(**params)
+
+    def _response(self, raw: Any) -> ModelResponse:
+        return read_response(raw)
+
+    def _reader(self) -> StreamReader:
+        return AnthropicStreamReader()

@@ -1,0 +1,72 @@
+"""`OpenAIChatModel`: the OpenAI Chat Completions API through the `openai` SDK.
+
+The model strings `"openai:<model>"` and `"openai-chat:<model>"` build one.
+The SDK is imported when onion builds a client, never by `import onion`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._calls import ModelCall, ModelResponse
+from ._openai_chat_wire import ChatStreamReader, read_response, request_params
+from ._provider_model import ProviderModel, StreamReader
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+__all__ = ["OpenAIChatModel", "build_openai_client"]
+
+
+def build_openai_client(options: dict[str, Any]) -> Any:
+    """An `AsyncOpenAI` from `options`; the SDK reads `OPENAI_API_KEY` / `OPENAI_BASE_URL` itself."""
+    from openai import AsyncOpenAI
+
+    return AsyncOpenAI(**options)
+
+
+class OpenAIChatModel(ProviderModel):
+    """A model behind Chat Completions: `OpenAIChatModel("gpt-4o")`.
+
+    Without `client=`, onion builds an `AsyncOpenAI` from `OPENAI_API_KEY` and
+    `OPENAI_BASE_URL` (or `api_key=` / `base_url=`; the base URL includes
+    `/v1`) with `max_retries=0`. A client you pass keeps its own retries: give
+    it `max_retries=0` when a retry layer of onion owns retrying.
+    `system_role` is the role system messages are sent with (`"developer"`
+    for models that want it). Streaming asks for usage
+    (`stream_options={"include_usage": True}`) unless a setting says otherwise.
+    """
+
+    provider = "openai"
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        client: AsyncOpenAI | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float | None = None,
+        system_role: str = "system",
+    ) -> None:
+        super().__init__(name, client=client, api_key=api_key, base_url=base_url, timeout=timeout)
+        self.system_role = system_role
+
+    def _build_client(self, options: dict[str, Any]) -> Any:
+        return build_openai_client(options)
+
+    def _params(self, call: ModelCall) -> dict[str, Any]:
+        return request_params(call, self.name, self.system_role)
+
+    async def _send(self, params: dict[str, Any], *, stream: bool) -> Any:
+        completions: Any = self.client.chat.completions
+        if stream:
+            params = {"stream_options": {"include_usage": True}, **params}
+            return await completions.create(**params, stream=True)
+        return await completions.create(**params)
+
+    def _response(self, raw: Any) -> ModelResponse:
+        return read_response(raw)
+
+    def _reader(self) -> StreamReader:
+        return ChatStreamReader()

@@ -1,0 +1,62 @@
+"""`OpenAIResponsesModel`: the OpenAI Responses API through the `openai` SDK.
+
+The model string `"openai-responses:<model>"` builds one. The SDK is imported
+when onion builds a client, never by `import onion`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._calls import ModelCall, ModelResponse
+from ._openai_responses_wire import ResponsesStreamReader, read_response, request_params
+from ._provider_model import ProviderModel, StreamReader
+from .openai import build_openai_client
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+__all__ = ["OpenAIResponsesModel"]
+
+
+class OpenAIResponsesModel(ProviderModel):
+    """A model behind the Responses API: `OpenAIResponsesModel("gpt-5")`.
+
+    Clients work as for `OpenAIChatModel`: yours as given (set
+    `max_retries=0` when onion's retry layer owns retrying), or one onion
+    builds from `OPENAI_API_KEY` / `OPENAI_BASE_URL` with `max_retries=0`.
+    Every request carries the whole history (`input`); onion does not use
+    `previous_response_id`. Settings pass through to `responses.create`
+    (`store`, `reasoning`, `max_output_tokens`, ...).
+    """
+
+    provider = "openai"
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        client: AsyncOpenAI | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        super().__init__(name, client=client, api_key=api_key, base_url=base_url, timeout=timeout)
+
+    def _build_client(self, options: dict[str, Any]) -> Any:
+        return build_openai_client(options)
+
+    def _params(self, call: ModelCall) -> dict[str, Any]:
+        return request_params(call, self.name)
+
+    async def _send(self, params: dict[str, Any], *, stream: bool) -> Any:
+        responses: Any = self.client.responses
+        if stream:
+            return await responses.create(**params, stream=True)
+        return await responses.create(**params)
+
+    def _response(self, raw: Any) -> ModelResponse:
+        return read_response(raw)
+
+    def _reader(self) -> StreamReader:
+        return ResponsesStreamReader()

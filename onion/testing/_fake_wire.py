@@ -1,0 +1,279 @@
+"""What `FakeProviderServer` sends: each API's JSON bodies and SSE frames for a `ModelResponse`.
+
+A frame is `(event name or None, data)`, the data a JSON-able value or a raw
+string. `frames(...)` splits a streamed answer into its head (through the
+last content delta) and tail (the closing events), so the server can cut a
+stream after the head for its faults.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+from typing import Any
+
+from .._calls import ModelResponse
+from .._messages import ToolRequest
+
+_ids = itertools.count(1)
+
+FIRST_EVENT = {"anthropic": "message_start", "chat": None, "responses": "response.created"}
+STATUS_OF_TYPE = {"overloaded_error": 529, "rate_limit_error": 429, "rate_limit_exceeded": 429, "api_error": 500}
+TYPE_OF_STATUS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+def error_body(api: str, error_type: str, message: str) -> dict[str, Any]:
+    """The JSON body of an HTTP error answer."""
+    if api == "anthropic":
+        return {"type": "error", "error": {"type": error_type, "message": message}}
+    return {"error": {"message": message, "type": error_type, "param": None, "code": error_type}}
+
+
+def stream_error(api: str, error_type: str, message: str) -> tuple[str | None, Any]:
+    """The SSE frame of an error event in the middle of a stream."""
+    if api == "anthropic":
+        return "error", error_body(api, error_type, message)
+    if api == "chat":
+        return None, error_body(api, error_type, message)
+    return "error", {"type": "error", "code": error_type, "message": message, "param": None}
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[start : start + size] for start in range(0, len(text), max(size, 1))]
+
+
+def _arguments(request: ToolRequest) -> str:
+    return request.raw_args if request.raw_args is not None and not request.args else json.dumps(request.args)
+
+
+# -- Anthropic Messages ----------------------------------------------------------
+
+_ANTHROPIC_STOP = {"end": "end_turn"}
+
+
+def _anthropic_usage(response: ModelResponse) -> dict[str, int]:
+    usage = response.usage
+    return {
+        "input_tokens": usage.input_tokens - usage.cached_input_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": usage.cached_input_tokens,
+        "output_tokens": usage.output_tokens,
+    }
+
+
+def _anthropic_body(response: ModelResponse, model: str) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "text", "text": response.text}] if response.text else []
+    for request in response.tool_calls:
+        arguments: Any = request.args if request.raw_args is None or request.args else request.raw_args
+        content.append({"type": "tool_use", "id": request.id, "name": request.name, "input": arguments})
+    return {
+        "id": f"msg_fake_{next(_ids)}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": _ANTHROPIC_STOP.get(response.stop_reason, response.stop_reason),
+        "stop_sequence": None,
+        "usage": _anthropic_usage(response),
+    }
+
+
+def _anthropic_frames(response: ModelResponse, model: str, size: int) -> tuple[list[Any], list[Any]]:
+    body = _anthropic_body(response, model)
+    usage = body["usage"]
+    start = {**body, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    head: list[Any] = [("message_start", {"type": "message_start", "message": start}), ("ping", {"type": "ping"})]
+    for index, block in enumerate(body["content"]):
+        is_text = block["type"] == "text"
+        opening = {"type": "text", "text": ""} if is_text else {**block, "input": {}}
+        head.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": opening}))
+        if is_text:
+            deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(block["text"], size)]
+        else:
+            raw = _arguments(response.tool_calls[index - (1 if response.text else 0)])
+            deltas = [{"type": "input_json_delta", "partial_json": piece} for piece in _pieces(raw, size)]
+        head.extend(
+            ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas
+        )
+        head.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    delta = {"stop_reason": body["stop_reason"], "stop_sequence": None}
+    tail = [
+        ("message_delta", {"type": "message_delta", "delta": delta, "usage": usage}),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return head, tail
+
+
+# -- OpenAI Chat Completions -----------------------------------------------------
+
+_CHAT_STOP = {"end": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+
+
+def _chat_usage(response: ModelResponse) -> dict[str, Any]:
+    usage = response.usage
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_input_tokens},
+    }
+
+
+def _chat_body(response: ModelResponse, model: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": response.text or None, "refusal": None}
+    if response.tool_calls:
+        message["tool_calls"] = [
+            {"id": r.id, "type": "function", "function": {"name": r.name, "arguments": _arguments(r)}}
+            for r in response.tool_calls
+        ]
+    finish = _CHAT_STOP.get(response.stop_reason, response.stop_reason)
+    return {
+        "id": f"chatcmpl-fake{next(_ids)}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "usage": _chat_usage(response),
+    }
+
+
+def _chat_frames(response: ModelResponse, model: str, size: int, include_usage: bool) -> tuple[list[Any], list[Any]]:
+    ident = f"chatcmpl-fake{next(_ids)}"
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> tuple[None, dict[str, Any]]:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+        return None, {"id": ident, "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [choice]}
+
+    head = [chunk({"role": "assistant", "content": ""})]
+    head.extend(chunk({"content": piece}) for piece in _pieces(response.text, size))
+    for index, request in enumerate(response.tool_calls):
+        opening = {"index": index, "id": request.id, "type": "function", "function": {"name": request.name}}
+        head.append(chunk({"tool_calls": [{**opening, "function": {"name": request.name, "arguments": ""}}]}))
+        head.extend(
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            for piece in _pieces(_arguments(request), size)
+        )
+    tail: list[Any] = [chunk({}, _CHAT_STOP.get(response.stop_reason, response.stop_reason))]
+    if include_usage:
+        usage = {"id": ident, "object": "chat.completion.chunk", "created": 0, "model": model, "choices": []}
+        tail.append((None, {**usage, "usage": _chat_usage(response)}))
+    tail.append((None, "[DONE]"))
+    return head, tail
+
+
+# -- OpenAI Responses ------------------------------------------------------------
+
+
+def _responses_items(response: ModelResponse) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    if response.text:
+        text = {"type": "output_text", "text": response.text, "annotations": []}
+        items.append(
+            {
+                "type": "message",
+                "id": f"msg_{next(_ids)}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [text],
+            }
+        )
+    for request in response.tool_calls:
+        items.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{next(_ids)}",
+                "call_id": request.id,
+                "name": request.name,
+                "arguments": _arguments(request),
+                "status": "completed",
+            }
+        )
+    return items
+
+
+def _responses_body(response: ModelResponse, model: str, items: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    usage = response.usage
+    incomplete = {"max_tokens": "max_output_tokens", "content_filter": "content_filter"}.get(response.stop_reason)
+    return {
+        "id": f"resp_fake{next(_ids)}",
+        "object": "response",
+        "created_at": 0,
+        "status": "incomplete" if incomplete else "completed",
+        "incomplete_details": {"reason": incomplete} if incomplete else None,
+        "error": None,
+        "model": model,
+        "output": _responses_items(response) if items is None else items,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": usage.input_tokens,
+            "input_tokens_details": {"cached_tokens": usage.cached_input_tokens},
+            "output_tokens": usage.output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": usage.input_tokens + usage.output_tokens,
+        },
+    }
+
+
+def _responses_frames(response: ModelResponse, model: str, size: int) -> tuple[list[Any], list[Any]]:
+    items = _responses_items(response)
+    body = _responses_body(response, model, items)
+    sequence = itertools.count()
+
+    def event(kind: str, **data: Any) -> tuple[str, dict[str, Any]]:
+        return kind, {"type": kind, "sequence_number": next(sequence), **data}
+
+    started = {**body, "status": "in_progress", "output": [], "incomplete_details": None}
+    head = [event("response.created", response=started), event("response.in_progress", response=started)]
+    for index, item in enumerate(items):
+        place = {"output_index": index, "item_id": item["id"]}
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            head.append(event("response.output_item.added", output_index=index, item={**item, "content": []}))
+            head.append(event("response.content_part.added", **place, content_index=0, part={**item["content"][0]}))
+            head.extend(
+                event("response.output_text.delta", **place, content_index=0, delta=piece, logprobs=[])
+                for piece in _pieces(text, size)
+            )
+            head.append(event("response.output_text.done", **place, content_index=0, text=text, logprobs=[]))
+        else:
+            head.append(event("response.output_item.added", output_index=index, item={**item, "arguments": ""}))
+            head.extend(
+                event("response.function_call_arguments.delta", **place, delta=piece)
+                for piece in _pieces(item["arguments"], size)
+            )
+            head.append(event("response.function_call_arguments.done", **place, arguments=item["arguments"]))
+        head.append(event("response.output_item.done", output_index=index, item=item))
+    final = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
+    return head, [event(final, response=body)]
+
+
+BODIES: dict[str, Callable[[ModelResponse, str], dict[str, Any]]] = {
+    "anthropic": _anthropic_body,
+    "chat": _chat_body,
+    "responses": _responses_body,
+}
+"""The JSON body answering a request that did not ask to stream, per API."""
+
+
+def frames(
+    api: str, response: ModelResponse, model: str, request: dict[str, Any], size: int
+) -> tuple[list[Any], list[Any]]:
+    """The SSE frames answering `request` on `api` with `response`: (head, tail)."""
+    if api == "anthropic":
+        return _anthropic_frames(response, model, size)
+    if api == "chat":
+        options = request.get("stream_options")
+        include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        return _chat_frames(response, model, size, include_usage)
+    return _responses_frames(response, model, size)

@@ -1,0 +1,363 @@
+"""`FakeProviderServer`: a local HTTP server that speaks the Anthropic and OpenAI APIs.
+
+Point the real SDKs at it to test an agent end to end, offline::
+
+    with FakeProviderServer() as server:
+        server.script([[call("add", a=1, b=2)], "3"])
+        client = AsyncAnthropic(base_url=server.url, api_key="x", max_retries=0)
+        # OpenAI: AsyncOpenAI(base_url=server.openai_url, api_key="x", max_retries=0)
+
+It answers `POST /v1/messages`, `/v1/chat/completions` and `/v1/responses`, as
+JSON or as server-sent events when the request body says `"stream": true`.
+Each request takes the next script item, whichever API it came through. Script
+items are those of `ScriptedModel` (a `str`, a list of `call(...)`, a
+`ModelResponse`) plus the faults below. Every request is recorded in
+`server.requests` before it is answered. Standard library only; it runs in a
+background thread, so sync and async tests can share it. `close()` (or leaving
+the `with` block) ends every connection and joins every thread it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import socket
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from .._calls import ModelResponse
+from .._messages import ToolRequest
+from ._fake_wire import BODIES, FIRST_EVENT, STATUS_OF_TYPE, TYPE_OF_STATUS, error_body, frames, stream_error
+from ._models import to_response
+
+__all__ = [
+    "Delay",
+    "DropConnection",
+    "FakeProviderServer",
+    "HTTPError",
+    "MalformedBody",
+    "RecordedRequest",
+    "ServerItem",
+    "StreamError",
+    "malformed_call",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class HTTPError:
+    """Answer with HTTP `status` and the provider's error body.
+
+    `retry_after` (seconds, or an HTTP date string) and `retry_after_ms` set
+    the `retry-after` / `retry-after-ms` headers. `error_type` is the body's
+    error type; by default the one the provider uses for `status`.
+    """
+
+    status: int
+    message: str = "fake provider error"
+    retry_after: float | str | None = None
+    retry_after_ms: float | None = None
+    error_type: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamError:
+    """A streamed answer that fails mid-stream with an error event, after `partial_text`.
+
+    Anthropic gets `event: error`, Chat Completions a `data: {"error": ...}`
+    chunk, Responses an `error` event. A request that did not ask to stream
+    gets the HTTP status that the error type stands for (529 for
+    `overloaded_error`).
+    """
+
+    error_type: str = "overloaded_error"
+    message: str = "Overloaded"
+    partial_text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Delay:
+    """Wait `seconds`, then answer with `then` (for client timeouts). `close()` cuts the wait short."""
+
+    seconds: float
+    then: ServerItem = "done"
+
+
+@dataclass(frozen=True, slots=True)
+class DropConnection:
+    """Close the connection without a complete answer.
+
+    A streamed request first receives the events of `partial_text`, then the
+    connection drops inside the chunked body; otherwise nothing is sent.
+    """
+
+    partial_text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MalformedBody:
+    """Answer 200 with a body (or, streamed, an event) that is not valid JSON."""
+
+
+ServerItem = str | list[ToolRequest] | ModelResponse | HTTPError | StreamError | Delay | DropConnection | MalformedBody
+"""What the server answers one request with."""
+
+
+def malformed_call(name: str, raw_args: str, *, id: str | None = None) -> ToolRequest:
+    """A tool call whose arguments arrive as `raw_args`, verbatim (e.g. broken JSON)."""
+    return ToolRequest(id=id or f"call_bad_{next(_ids)}", name=name, args={}, raw_args=raw_args)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One request the server received. `headers` has lower-case names; `body` is the parsed JSON."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+_ids = itertools.count(1)
+_APIS = {"/v1/messages": "anthropic", "/v1/chat/completions": "chat", "/v1/responses": "responses"}
+
+
+class FakeProviderServer:
+    """A scripted Anthropic / OpenAI API on 127.0.0.1 (an ephemeral port), for tests.
+
+    `url` is the Anthropic base URL, `openai_url` the OpenAI one (with `/v1`).
+    A request past the end of the script gets a 400 saying so. `chunk_size`
+    is the number of characters per streamed text or argument fragment.
+    """
+
+    def __init__(self, script: Iterable[ServerItem] = (), *, host: str = "127.0.0.1", chunk_size: int = 4) -> None:
+        self.requests: list[RecordedRequest] = []
+        """Every request received, in arrival order."""
+        self.chunk_size = chunk_size
+        self._script: list[ServerItem] = list(script)
+        self._served = 0
+        self._host = host
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._connections: set[socket.socket] = set()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def script(self, items: Iterable[ServerItem]) -> FakeProviderServer:
+        """Append `items` to the script; returns the server."""
+        with self._lock:
+            self._script.extend(items)
+        return self
+
+    @property
+    def remaining(self) -> int:
+        """Script items not used yet."""
+        with self._lock:
+            return len(self._script) - self._served
+
+    @property
+    def url(self) -> str:
+        """The base URL for `AsyncAnthropic(base_url=...)`."""
+        if self._httpd is None:
+            raise RuntimeError("FakeProviderServer is not running: use `with FakeProviderServer() as server:`")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def openai_url(self) -> str:
+        """The base URL for `AsyncOpenAI(base_url=...)` (it includes `/v1`)."""
+        return f"{self.url}/v1"
+
+    def start(self) -> FakeProviderServer:
+        """Listen and serve in a background thread; returns the server."""
+        if self._httpd is not None:
+            return self
+        self._stopping.clear()
+        self._httpd = _HTTPServer((self._host, 0), _Handler, self)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="FakeProviderServer", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving, drop open connections, join every thread. Safe to call twice."""
+        httpd, thread = self._httpd, self._thread
+        if httpd is None or thread is None:
+            return
+        self._stopping.set()
+        httpd.shutdown()
+        thread.join()
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        httpd.server_close()
+        self._httpd = self._thread = None
+
+    def __enter__(self) -> FakeProviderServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> FakeProviderServer:
+        return self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _take(self, request: RecordedRequest) -> ServerItem | None:
+        with self._lock:
+            self.requests.append(request)
+            if self._served >= len(self._script):
+                return None
+            item = self._script[self._served]
+            self._served += 1
+            return item
+
+    def __repr__(self) -> str:
+        where = self.url if self._httpd is not None else "stopped"
+        return f"<FakeProviderServer {where} requests={len(self.requests)} remaining={self.remaining}>"
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = False
+    block_on_close = True
+
+    def __init__(self, address: tuple[str, int], handler: type[_Handler], fake: FakeProviderServer) -> None:
+        self.fake = fake
+        super().__init__(address, handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Connections the client or `close()` cut are expected here; stay quiet."""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        fake = self.server.fake
+        with fake._lock:
+            fake._connections.add(self.connection)
+
+    def finish(self) -> None:
+        fake = self.server.fake
+        with fake._lock:
+            fake._connections.discard(self.connection)
+        with contextlib.suppress(OSError):
+            super().finish()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silent: tests read `server.requests` instead."""
+
+    def do_GET(self) -> None:
+        self._send_json(404, {"error": {"type": "not_found_error", "message": f"no such path: {self.path}"}})
+
+    def do_POST(self) -> None:
+        fake = self.server.fake
+        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        path = self.path.split("?", 1)[0]
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        item = fake._take(RecordedRequest("POST", path, headers, body))
+        api = _APIS.get(path)
+        if api is None:
+            self._send_json(404, error_body("chat", "not_found_error", f"FakeProviderServer has no {path}"))
+            return
+        if item is None:
+            message = (
+                f"FakeProviderServer: request {len(fake.requests)} arrived but the script has {fake._served} items"
+            )
+            self._send_json(400, error_body(api, "invalid_request_error", message))
+            return
+        request = body if isinstance(body, dict) else {}
+        try:
+            self._answer(api, item, request)
+        except OSError:
+            self.close_connection = True
+
+    def _answer(self, api: str, item: ServerItem, request: dict[str, Any]) -> None:
+        fake = self.server.fake
+        streamed = bool(request.get("stream"))
+        model = str(request.get("model", "fake-model"))
+        if isinstance(item, Delay):
+            if fake._stopping.wait(item.seconds):
+                self.close_connection = True
+                return
+            self._answer(api, item.then, request)
+        elif isinstance(item, HTTPError):
+            headers = dict(item.headers)
+            if item.retry_after is not None:
+                headers["retry-after"] = str(item.retry_after)
+            if item.retry_after_ms is not None:
+                headers["retry-after-ms"] = str(item.retry_after_ms)
+            fallback = "api_error" if item.status >= 500 else "invalid_request_error"
+            error_type = item.error_type or TYPE_OF_STATUS.get(item.status, fallback)
+            self._send_json(item.status, error_body(api, error_type, item.message), headers)
+        elif isinstance(item, StreamError) and not streamed:
+            status = STATUS_OF_TYPE.get(item.error_type, 500)
+            self._send_json(status, error_body(api, item.error_type, item.message))
+        elif isinstance(item, StreamError | DropConnection):
+            if streamed and item.partial_text:
+                head, _ = frames(api, to_response(item.partial_text, model), model, request, fake.chunk_size)
+                self._start_stream()
+                self._send_frames(head)
+            elif isinstance(item, StreamError):
+                self._start_stream()
+            if isinstance(item, StreamError):
+                self._send_frames([stream_error(api, item.error_type, item.message)])
+                self._end_stream()
+            self.close_connection = True
+        elif isinstance(item, MalformedBody):
+            if streamed:
+                self._start_stream()
+                self._send_frames([(FIRST_EVENT[api], '{"type": "message_start", "message": {"id": ')])
+                self._end_stream()
+            else:
+                self._send(200, b'{"id": "broken', {"content-type": "application/json"})
+        else:
+            response = to_response(item, model)
+            if streamed:
+                head, tail = frames(api, response, model, request, fake.chunk_size)
+                self._start_stream()
+                self._send_frames(head + tail)
+                self._end_stream()
+            else:
+                self._send_json(200, BODIES[api](response, model))
+
+    def _send(self, status: int, data: bytes, headers: Mapping[str, str]) -> None:
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_json(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
+        self._send(status, json.dumps(body).encode(), {"content-type": "application/json", **(headers or {})})
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+
+    def _send_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _send_frames(self, frames: list[tuple[str | None, Any]]) -> None:
+        for event, data in frames:
+            text = data if isinstance(data, str) else json.dumps(data)
+            self._send_chunk(((f"event: {event}\n" if event else "") + f"data: {text}\n\n").encode())
+
+    def _end_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
