@@ -26,7 +26,6 @@ def add(a: int, b: int) -> int:
 
 
 async def main() -> list[RunResult]:
-    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="  log: %(message)s", force=True)
     model = ScriptedModel(
         [
             ModelResponse(Message.assistant("", [call("add", a=2, b=3)]), Usage(40, 12, 1)),
@@ -46,4 +45,5 @@ async def main() -> list[RunResult]:
 
 
 if __name__ == "__main__":
+    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="  log: %(message)s")
     asyncio.run(main())
