@@ -6,9 +6,10 @@ import logging
 
 import pytest
 
-from middleware import cache, log, rate_limit
+from middleware import budget, cache, fallback, log, rate_limit, retry, timeout
 from middleware.rate_limit import RateLimitExceeded
 from onion import Agent, Message, ModelResponse, Stack, Usage
+from onion.errors import ServerError
 from onion.testing import FunctionModel, ScriptedModel
 
 
@@ -53,3 +54,25 @@ async def test_rate_limit_outside_cache_waits_before_a_hit_but_gives_its_request
     assert (await agent.run("new")).output == "other"
     with pytest.raises(RateLimitExceeded):
         await agent.run("hi")  # the limit is spent, so even a would-be hit is refused here
+
+
+async def test_the_recommended_order_runs_end_to_end(caplog: pytest.LogCaptureFixture) -> None:
+    """log, budget, cache, fallback, retry, rate_limit, timeout: failures are absorbed, the repeat is a hit."""
+    caplog.set_level(logging.INFO, logger="onion")
+    primary = ScriptedModel([ServerError("down"), ServerError("down again")], name="primary")
+    backup = ScriptedModel([ModelResponse(Message.assistant("from backup"), Usage(10, 10, 1))], name="backup")
+    agent = Agent(primary).use(
+        log,
+        budget(max_tokens=1000),
+        cache,
+        fallback(backup),
+        retry(2, initial=0.001, jitter=0),
+        rate_limit(rpm=100),
+        timeout(1),
+    )
+    first = await agent.run("hi")
+    assert first.output == "from backup" and first.state["fallback"]["failed"] == ["primary"]
+    assert first.state["retries"] == 1
+    second = await agent.run("hi")
+    assert second.output == "from backup" and second.usage == Usage()
+    assert "cached" in [r for r in caplog.records if r.kind == "model"][-1].getMessage()  # type: ignore[attr-defined]
