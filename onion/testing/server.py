@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import selectors
 import socket
 import threading
 from collections.abc import Iterable, Mapping
@@ -178,7 +179,7 @@ class FakeProviderServer:
             return self
         self._stopping.clear()
         self._httpd = _HTTPServer((self._host, 0), _Handler, self)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="FakeProviderServer", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_until_woken, name="FakeProviderServer", daemon=True)
         self._thread.start()
         return self
 
@@ -188,7 +189,7 @@ class FakeProviderServer:
         if httpd is None or thread is None:
             return
         self._stopping.set()
-        httpd.shutdown()
+        httpd.wake()
         thread.join()
         with self._lock:
             connections = list(self._connections)
@@ -230,7 +231,28 @@ class _HTTPServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], handler: type[_Handler], fake: FakeProviderServer) -> None:
         self.fake = fake
+        self._waker, self._wake_signal = socket.socketpair()
         super().__init__(address, handler)
+
+    def serve_until_woken(self) -> None:
+        """Accept connections until `wake()`; unlike `serve_forever`, stopping costs no polling delay."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.socket, selectors.EVENT_READ)
+            selector.register(self._waker, selectors.EVENT_READ)
+            while True:
+                for key, _ in selector.select():
+                    if key.fileobj is self._waker:
+                        return
+                    self._handle_request_noblock()
+
+    def wake(self) -> None:
+        """Make `serve_until_woken` return."""
+        self._wake_signal.send(b"x")
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._waker.close()
+        self._wake_signal.close()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Connections the client or `close()` cut are expected here; stay quiet."""
