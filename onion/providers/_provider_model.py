@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -51,6 +52,9 @@ class ProviderModel(ABC):
     ) -> None:
         if client is not None and (api_key is not None or base_url is not None or timeout is not None):
             raise TypeError("pass either client= or api_key=/base_url=/timeout= (which build a client), not both")
+        if client is None and importlib.util.find_spec(self.provider) is None:
+            sdk = self.provider
+            raise ImportError(f"{type(self).__name__} needs the {sdk} SDK: pip install 'onion[{sdk}]'")
         self.name = name
         self._client = client
         self._owns_client = client is None
