@@ -55,18 +55,35 @@ def peak_rss_kb() -> float:
     return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
+class CollectorClock:
+    """Seconds spent in the garbage collector while installed (`gc.callbacks`)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+
+
 async def burst(system: str, runs: int, traced: bool) -> dict[str, float]:
-    """Start `runs` runs at once; wall time and memory per run of the burst."""
+    """Start `runs` runs at once; wall time, time in the GC and memory per run of the burst."""
     run = runner(system)
     await asyncio.gather(*(run() for _ in range(10)))
     gc.collect()
+    clock = CollectorClock()
+    gc.callbacks.append(clock)
     if traced:
         tracemalloc.start()
     before = peak_rss_kb()
     start = time.perf_counter()
     answers = await asyncio.gather(*(run() for _ in range(runs)))
     wall = time.perf_counter() - start
-    figures = {"wall_s": wall, "rss_kb_per_run": (peak_rss_kb() - before) / runs}
+    gc.callbacks.remove(clock)
+    figures = {"wall_s": wall, "gc_s": clock.seconds, "rss_kb_per_run": (peak_rss_kb() - before) / runs}
     if traced:
         figures["traced_kb_per_run"] = tracemalloc.get_traced_memory()[1] / 1024 / runs
         tracemalloc.stop()
@@ -97,6 +114,22 @@ def rows(scale: Scale) -> list[Row]:
     return [
         Row(SECTION, f"{what}, wall, onion", median("onion", "wall_s"), "s", IDEAL, "ideal"),
         Row(SECTION, f"{what}, wall, hand loop", median("hand", "wall_s"), "s", IDEAL, "ideal"),
+        Row(
+            SECTION,
+            f"{what}, of which in the GC, onion",
+            median("onion", "gc_s"),
+            "s",
+            median("onion", "wall_s"),
+            "wall",
+        ),
+        Row(
+            SECTION,
+            f"{what}, of which in the GC, hand loop",
+            median("hand", "gc_s"),
+            "s",
+            median("hand", "wall_s"),
+            "wall",
+        ),
         Row(
             SECTION,
             f"{what}, peak RSS per run",

@@ -20,8 +20,8 @@ def rows(scale: Scale) -> list[Row]:
     }
     t = interleaved_commands(commands, repeats=scale.import_repeats, cwd=ROOT)
     found = []
-    for module in ("onion", "middleware"):
+    for module, note in (("onion", ""), ("middleware", ", onion included")):
         net = (t[module] - t["pass"]) * 1e3
-        name = f"python -c 'import {module}' (net {net:.0f} ms)"
+        name = f"python -c 'import {module}' (net {net:.0f} ms{note})"
         found.append(Row(SECTION, name, t[module] * 1e3, "ms", t["pass"] * 1e3, "python -c pass"))
     return found
