@@ -1,0 +1,196 @@
+"""`FakeProviderServer` on its own: plain HTTP from the standard library, no SDK involved."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+
+from onion import Message, ModelResponse, Usage
+from onion.testing import (
+    Delay,
+    DropConnection,
+    FakeProviderServer,
+    HTTPError,
+    MalformedBody,
+    RecordedRequest,
+    StreamError,
+    call,
+    malformed_call,
+)
+
+
+def server_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "FakeProviderServer" or "process_request_thread" in t.name]
+
+
+def post(url: str, body: Any, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    """POST JSON, return (status, lower-case headers, body), error statuses included."""
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), {"content-type": "application/json", **(headers or {})}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, {k.lower(): v for k, v in response.headers.items()}, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, {k.lower(): v for k, v in error.headers.items()}, error.read()
+
+
+def sse_events(data: bytes) -> list[tuple[str | None, str]]:
+    events = []
+    for frame in data.decode().split("\n\n"):
+        if not frame.strip():
+            continue
+        fields = dict(line.split(": ", 1) for line in frame.splitlines())
+        events.append((fields.get("event"), fields["data"]))
+    return events
+
+
+@pytest.fixture
+def server() -> Any:
+    with FakeProviderServer() as fake:
+        yield fake
+    assert server_threads() == []
+
+
+def test_it_answers_and_records_requests_in_order(server: FakeProviderServer) -> None:
+    server.script(["first", [call("add", a=1)]])
+    chat = f"{server.openai_url}/chat/completions"
+    status, headers, body = post(chat, {"model": "m", "messages": []}, {"X-Test": "1"})
+    assert status == 200
+    assert headers["content-type"] == "application/json"
+    assert json.loads(body)["choices"][0]["message"]["content"] == "first"
+    status, _, body = post(f"{server.url}/v1/messages", {"model": "m", "max_tokens": 5, "messages": []})
+    assert json.loads(body)["content"][0]["input"] == {"a": 1}
+    assert [(r.method, r.path) for r in server.requests] == [("POST", "/v1/chat/completions"), ("POST", "/v1/messages")]
+    first = server.requests[0]
+    assert isinstance(first, RecordedRequest)
+    assert first.headers["x-test"] == "1"
+    assert first.body == {"model": "m", "messages": []}
+    assert server.remaining == 0
+
+
+def test_past_the_end_of_the_script_it_answers_400_saying_so(server: FakeProviderServer) -> None:
+    status, _, body = post(f"{server.url}/v1/messages", {"model": "m"})
+    assert status == 400
+    assert "script has 0 items" in json.loads(body)["error"]["message"]
+
+
+def test_an_unknown_path_is_404(server: FakeProviderServer) -> None:
+    server.script(["unused"])
+    status, _, _ = post(f"{server.url}/v2/other", {})
+    assert status == 404
+
+
+def test_http_error_sets_retry_headers_and_the_provider_error_body(server: FakeProviderServer) -> None:
+    server.script([HTTPError(429, "slow down", retry_after=3, retry_after_ms=2500, headers={"x-extra": "yes"})])
+    status, headers, body = post(f"{server.url}/v1/messages", {})
+    assert status == 429
+    assert (headers["retry-after"], headers["retry-after-ms"], headers["x-extra"]) == ("3", "2500", "yes")
+    assert json.loads(body) == {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}
+
+
+def test_streams_are_server_sent_events_in_each_api_shape(server: FakeProviderServer) -> None:
+    usage = Usage(input_tokens=10, output_tokens=3, cached_input_tokens=4)
+    answer = ModelResponse(Message.assistant("Hello there"), usage)
+    server.script([answer, answer, answer])
+
+    _, headers, body = post(f"{server.url}/v1/messages", {"stream": True})
+    assert headers["content-type"] == "text/event-stream"
+    kinds = [event for event, _ in sse_events(body)]
+    assert kinds[0] == "message_start"
+    assert kinds[-2:] == ["message_delta", "message_stop"]
+    texts = [json.loads(d)["delta"]["text"] for e, d in sse_events(body) if e == "content_block_delta"]
+    assert texts == ["Hell", "o th", "ere"]
+
+    with_usage = {"stream": True, "stream_options": {"include_usage": True}}
+    _, _, body = post(f"{server.openai_url}/chat/completions", with_usage)
+    chunks = sse_events(body)
+    assert chunks[-1] == (None, "[DONE]")
+    assert json.loads(chunks[-2][1])["usage"]["prompt_tokens_details"] == {"cached_tokens": 4}
+
+    _, _, body = post(f"{server.openai_url}/responses", {"stream": True})
+    events = sse_events(body)
+    assert events[0][0] == "response.created"
+    assert events[-1][0] == "response.completed"
+    assert json.loads(events[-1][1])["response"]["output"][0]["content"][0]["text"] == "Hello there"
+
+
+def test_malformed_call_sends_its_raw_arguments(server: FakeProviderServer) -> None:
+    server.script([[malformed_call("add", '{"a": ', id="call_bad")]])
+    _, _, body = post(f"{server.openai_url}/chat/completions", {})
+    tool_call = json.loads(body)["choices"][0]["message"]["tool_calls"][0]
+    assert tool_call == {"id": "call_bad", "type": "function", "function": {"name": "add", "arguments": '{"a": '}}
+
+
+def test_stream_error_is_an_error_event_after_the_partial_text(server: FakeProviderServer) -> None:
+    server.script([StreamError("overloaded_error", "Overloaded", partial_text="Hi")])
+    _, _, body = post(f"{server.url}/v1/messages", {"stream": True})
+    events = sse_events(body)
+    error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    assert events[-1] == ("error", json.dumps(error))
+    assert "message_stop" not in [event for event, _ in events]
+
+
+def test_drop_connection_cuts_the_stream(server: FakeProviderServer) -> None:
+    server.script([DropConnection(partial_text="Hello"), DropConnection()])
+    with pytest.raises(http.client.IncompleteRead):
+        post(f"{server.url}/v1/messages", {"stream": True})
+    with pytest.raises((http.client.RemoteDisconnected, urllib.error.URLError)):
+        post(f"{server.url}/v1/messages", {})
+
+
+def test_malformed_body_is_not_json(server: FakeProviderServer) -> None:
+    server.script([MalformedBody()])
+    status, _, body = post(f"{server.url}/v1/messages", {})
+    assert status == 200
+    with pytest.raises(ValueError):
+        json.loads(body)
+
+
+def test_close_cuts_a_delay_short_and_joins_every_thread() -> None:
+    """A request stuck in a long Delay does not hold up close(); no thread survives it."""
+    fake = FakeProviderServer([Delay(30, "late")]).start()
+    url = fake.url
+    failures: list[BaseException] = []
+
+    def stuck() -> None:
+        try:
+            post(f"{url}/v1/messages", {})
+        except Exception as error:
+            failures.append(error)
+
+    client = threading.Thread(target=stuck)
+    client.start()
+    while not fake.requests:
+        time.sleep(0.01)
+    started = time.monotonic()
+    fake.close()
+    client.join(5)
+    assert time.monotonic() - started < 2
+    assert failures
+    assert server_threads() == []
+    fake.close()
+
+
+def test_url_needs_a_running_server() -> None:
+    fake = FakeProviderServer()
+    with pytest.raises(RuntimeError, match="not running"):
+        _ = fake.url
+    with fake:
+        assert fake.url.startswith("http://127.0.0.1:")
+        assert fake.openai_url == f"{fake.url}/v1"
+        assert "requests=0" in repr(fake)
+    assert "stopped" in repr(fake)
+
+
+async def test_it_works_as_an_async_context_manager() -> None:
+    async with FakeProviderServer(["hi"]) as fake:
+        assert fake.remaining == 1
+    assert server_threads() == []
