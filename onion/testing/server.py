@@ -243,7 +243,7 @@ class _HTTPServer(ThreadingHTTPServer):
                 for key, _ in selector.select():
                     if key.fileobj is self._waker:
                         return
-                    self._handle_request_noblock()
+                    self.handle_request()
 
     def wake(self) -> None:
         """Make `serve_until_woken` return."""
