@@ -25,9 +25,9 @@ def server_threads() -> list[threading.Thread]:
     ]
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def one_ssl_context() -> Iterator[None]:
-    """Build the TLS context once for the session.
+    """Build the TLS context once per test module (undone after it).
 
     Each SDK client otherwise spends ~45 ms loading CA certificates that it
     never uses against the plain-HTTP fake server; nothing else changes.
