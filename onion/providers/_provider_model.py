@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -12,6 +14,16 @@ from ..errors import AuthenticationError, ResponseFormatError
 from ._errors import model_error
 
 T = TypeVar("T")
+
+
+@functools.cache
+def _keyword_names(function: Any) -> frozenset[str]:
+    return frozenset(inspect.signature(function).parameters)
+
+
+def _keywords(method: Any) -> frozenset[str]:
+    """The keywords an SDK method accepts, looked up once per method."""
+    return _keyword_names(getattr(method, "__func__", method))
 
 
 class StreamReader(Protocol):
@@ -131,9 +143,32 @@ class ProviderModel(ABC):
     def _params(self, call: ModelCall) -> dict[str, Any]:
         """The keyword arguments of the SDK's create call for `call` (without `stream`)."""
 
-    @abstractmethod
     async def _send(self, params: dict[str, Any], *, stream: bool) -> Any:
-        """Call the SDK: the response object, or its async event stream when `stream`."""
+        """Call the SDK: the response object, or its async event stream when `stream`.
+
+        onion decides `stream`; a `stream` setting is dropped. Settings the
+        SDK method has no keyword for (it may lag behind the API) travel in
+        `extra_body`, so they still reach the wire.
+        """
+        create = self._create_method()
+        params = {key: value for key, value in params.items() if key != "stream"}
+        if stream:
+            params = self._stream_params(params)
+        known = _keywords(create)
+        unknown = {key: params.pop(key) for key in [key for key in params if key not in known]}
+        if unknown:
+            params["extra_body"] = {**unknown, **(params.get("extra_body") or {})}
+        if stream:
+            return await create(**params, stream=True)
+        return await create(**params)
+
+    @abstractmethod
+    def _create_method(self) -> Any:
+        """The SDK client's create method (e.g. `client.messages.create`)."""
+
+    def _stream_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """`params` for a streamed request (an API may want more, e.g. usage in the stream)."""
+        return params
 
     @abstractmethod
     def _response(self, raw: Any) -> ModelResponse:

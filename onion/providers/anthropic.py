@@ -54,11 +54,8 @@ class AnthropicModel(ProviderModel):
     def _params(self, call: ModelCall) -> dict[str, Any]:
         return request_params(call, self.name, self.max_tokens)
 
-    async def _send(self, params: dict[str, Any], *, stream: bool) -> Any:
-        messages: Any = self.client.messages
-        if stream:
-            return await messages.create(**params, stream=True)
-        return await messages.create(**params)
+    def _create_method(self) -> Any:
+        return self.client.messages.create
 
     def _response(self, raw: Any) -> ModelResponse:
         return read_response(raw)

@@ -58,12 +58,11 @@ class OpenAIChatModel(ProviderModel):
     def _params(self, call: ModelCall) -> dict[str, Any]:
         return request_params(call, self.name, self.system_role)
 
-    async def _send(self, params: dict[str, Any], *, stream: bool) -> Any:
-        completions: Any = self.client.chat.completions
-        if stream:
-            params = {"stream_options": {"include_usage": True}, **params}
-            return await completions.create(**params, stream=True)
-        return await completions.create(**params)
+    def _create_method(self) -> Any:
+        return self.client.chat.completions.create
+
+    def _stream_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"stream_options": {"include_usage": True}, **params}
 
     def _response(self, raw: Any) -> ModelResponse:
         return read_response(raw)

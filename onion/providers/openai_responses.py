@@ -49,11 +49,8 @@ class OpenAIResponsesModel(ProviderModel):
     def _params(self, call: ModelCall) -> dict[str, Any]:
         return request_params(call, self.name)
 
-    async def _send(self, params: dict[str, Any], *, stream: bool) -> Any:
-        responses: Any = self.client.responses
-        if stream:
-            return await responses.create(**params, stream=True)
-        return await responses.create(**params)
+    def _create_method(self) -> Any:
+        return self.client.responses.create
 
     def _response(self, raw: Any) -> ModelResponse:
         return read_response(raw)

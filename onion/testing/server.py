@@ -24,6 +24,7 @@ import itertools
 import json
 import selectors
 import socket
+import sys
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -255,7 +256,9 @@ class _HTTPServer(ThreadingHTTPServer):
         self._wake_signal.close()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        """Connections the client or `close()` cut are expected here; stay quiet."""
+        """Connections the client or `close()` cut are expected: quiet for those, loud for anything else."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

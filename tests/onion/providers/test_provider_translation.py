@@ -243,3 +243,16 @@ async def test_malformed_tool_arguments_become_an_error_result_the_model_sees(
     else:
         assert body["input"][1]["arguments"] == raw
         assert body["input"][2]["output"].startswith("Error: The arguments for add were not valid JSON")
+
+
+async def test_settings_reach_the_wire_and_stream_is_onions_to_decide(
+    api: str, streamed: bool, server: FakeProviderServer, make_model: Any, run_agent: Any
+) -> None:
+    server.script(["ok"])
+    agent = Agent(make_model(api), settings={"temperature": 0.25, "max_tokens": 77, "stream": not streamed})
+    await run_agent(agent, "hi")
+    body = server.requests[0].body
+    assert body["temperature"] == 0.25
+    limit = {"anthropic": "max_tokens", "openai": "max_completion_tokens", "openai-responses": "max_output_tokens"}
+    assert body[limit[api]] == 77
+    assert body.get("stream", False) is streamed
