@@ -32,11 +32,13 @@ def machine() -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="fewer rounds and runs (about 40 s)")
+    size.add_argument("--quick", action="store_true", help="fewer rounds and runs (about 25 s)")
     size.add_argument(
         "--smoke", action="store_true", help="tiny sizes: checks that everything runs, figures mean little"
     )
-    parser.add_argument("--peers-python", help="interpreter with the peers installed (default: $ONION_BENCH_PYTHON)")
+    parser.add_argument(
+        "--peers-python", help="interpreter with the peers (default: $ONION_BENCH_PYTHON, else .bench-venv/bin/python)"
+    )
     parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
     args = parser.parse_args(argv)
     scale: Scale = SMOKE if args.smoke else QUICK if args.quick else FULL
