@@ -53,7 +53,7 @@ def render(rows: Iterable[Row]) -> str:
             lines.append((row.section, row.name, "skipped", row.skipped, "", ""))
             continue
         baseline = "" if row.baseline is None else f"{figure(row.baseline, row.unit)} {row.baseline_name}".rstrip()
-        ratio = "" if row.ratio is None else f"{row.ratio:.2f}x"
+        ratio = "n/a" if row.ratio is None else f"{row.ratio:.2f}x"
         lines.append((row.section, row.name, figure(row.value, row.unit), baseline, ratio, row.verdict))
     widths = [max(len(line[i]) for line in lines if i < 2 or line[2] != "skipped") for i in range(len(header))]
     out = []

@@ -183,11 +183,12 @@ class Agent:
                 for request in response.tool_calls:
                     run.messages.append(Message.tool(request.id, "Not run: the agent reached max_steps.", True))
                 continue
-            calls = [ToolCall(run, request, self._tools_by_name.get(request.name)) for request in response.tool_calls]
-            results = await chains.tools(ToolBatch(run, calls, response))
-            self._append_results(run, calls, results, chains)
+            await self._tool_step(run, response, chains)
 
-    def _append_results(self, run: Run, calls: list[ToolCall], results: Any, chains: _Chains) -> None:
+    async def _tool_step(self, run: Run, response: ModelResponse, chains: _Chains) -> None:
+        """Run the response's batch and append its results (its objects die before the next model call)."""
+        calls = [ToolCall(run, request, self._tools_by_name.get(request.name)) for request in response.tool_calls]
+        results = await chains.tools(ToolBatch(run, calls, response))
         if not isinstance(results, list) or len(results) != len(calls):
             raise MiddlewareError(
                 blame(chains.stack.layers("tools"), "tools", results)
@@ -250,10 +251,11 @@ class Agent:
             return [await self._one(call) for call in calls]
         try:
             async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(self._one(call)) for call in calls]
+                tasks = [group.create_task(self._one(call)) for call in calls[1:]]
+                first = await self._one(calls[0])
         except BaseExceptionGroup as failures:
             raise failures.exceptions[0] from None
-        return [task.result() for task in tasks]
+        return [first, *(task.result() for task in tasks)]
 
     async def _one(self, call: ToolCall) -> ToolResult:
         """One call through the tool chain; what escapes it becomes an error result."""

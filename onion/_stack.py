@@ -121,7 +121,8 @@ def bind(function: Callable[..., Any], call_next: Handler) -> Handler:
     For a plain function or method taking exactly `(ctx, call_next)`, the
     result is a copy of the function with `call_next` as the default of its
     second parameter, so calling the next layer costs one frame: its own.
-    Other callables get a small lambda.
+    Each copy gets its own code object, so CPython specialises each call
+    site for the one callee it always sees. Other callables get a lambda.
     """
     target = function.__func__ if isinstance(function, MethodType) else function
     positional = 3 if isinstance(function, MethodType) else 2
@@ -131,7 +132,8 @@ def bind(function: Callable[..., Any], call_next: Handler) -> Handler:
         and not target.__defaults__
         and not target.__code__.co_flags & inspect.CO_VARARGS
     ):
-        copy = FunctionType(target.__code__, target.__globals__, target.__name__, (call_next,), target.__closure__)
+        code = target.__code__.replace()
+        copy = FunctionType(code, target.__globals__, target.__name__, (call_next,), target.__closure__)
         copy.__kwdefaults__ = target.__kwdefaults__
         copy.__qualname__ = target.__qualname__
         return MethodType(copy, function.__self__) if isinstance(function, MethodType) else copy

@@ -40,7 +40,7 @@ class Tool:
         Raises `ToolArgumentsError` saying which argument is wrong and why.
         """
         try:
-            model = self._model.model_validate(args)
+            model = self._model.__pydantic_validator__.validate_python(args)
         except pydantic.ValidationError as error:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
@@ -48,7 +48,7 @@ class Tool:
                 for e in error.errors()
             )
             raise ToolArgumentsError(f"invalid arguments for tool {self.name}: {problems}") from None
-        return {field: getattr(model, field) for field in type(model).model_fields}
+        return dict(model.__dict__)  # extra="forbid": exactly the declared fields
 
     async def invoke(self, args: dict[str, Any], call: ToolCall | None = None) -> Any:
         """Run the function with validated `args`; sync functions run in a worker thread."""
