@@ -24,6 +24,7 @@ class _ToolFilter:
 
     __slots__ = ("_memo", "globs", "names", "reason", "regexes")
     matching_permits: ClassVar[bool]
+    refusal_text: ClassVar[str]
 
     def __init__(self, *names_or_patterns: str | re.Pattern[str], reason: str | None = None) -> None:
         kind = type(self).__name__
@@ -62,7 +63,7 @@ class _ToolFilter:
         return permitted
 
     def refusal(self, name: str) -> str:
-        raise NotImplementedError
+        return self.refusal_text.format(name=name)
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
         tools = call.tools
@@ -93,9 +94,7 @@ class allow_tools(_ToolFilter):
 
     __slots__ = ()
     matching_permits = True
-
-    def refusal(self, name: str) -> str:
-        return f"{name} is not among the tools allowed here"
+    refusal_text = "{name} is not among the tools allowed here"
 
 
 class deny_tools(_ToolFilter):
@@ -108,6 +107,4 @@ class deny_tools(_ToolFilter):
 
     __slots__ = ()
     matching_permits = False
-
-    def refusal(self, name: str) -> str:
-        return f"{name} is denied by policy"
+    refusal_text = "{name} is denied by policy"
