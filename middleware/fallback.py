@@ -39,15 +39,16 @@ class fallback:
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
         failed: list[str] = []
-        for model in (None, *self.models):
-            if model is not None:
-                call.model = model
+        primary = call.model
+        for model in (primary, *self.models):
+            call.model = model
             try:
                 response: ModelResponse = await call_next(call)
-            except Exception as error:
-                if model is self.models[-1] or not self.when(error):
+            except BaseException as error:
+                if model is self.models[-1] or not isinstance(error, Exception) or not self.when(error):
+                    call.model = primary  # a retry outside starts over from the primary
                     raise
-                failed.append(_name(call.model))
+                failed.append(_name(model))
                 continue
             name = _name(call.model)
             if response.model is None:

@@ -74,3 +74,14 @@ async def test_fallback_outside_retry_retries_each_model_before_moving_on() -> N
     agent = Agent(primary).use(fallback(backup), retry(2, initial=0.001, jitter=0))
     assert (await agent.run("hi")).output == "ok"
     assert len(primary.requests) == 2
+
+
+async def test_inside_retry_each_attempt_starts_over_from_the_primary() -> None:
+    """retry -> fallback: after every model failed, the next attempt asks the primary again."""
+    primary = ScriptedModel([ServerError("p1"), "primary ok"], name="primary")
+    backup = ScriptedModel([ServerError("b1")], name="backup")
+    agent = Agent(primary).use(retry(attempts=2, initial=0, jitter=0), fallback(backup))
+    result = await agent.run("hi")
+    assert result.output == "primary ok"
+    assert (len(primary.requests), len(backup.requests)) == (2, 1)
+    assert result.state["fallback"] == {"model": "primary", "failed": []}
