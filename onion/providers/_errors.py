@@ -69,22 +69,30 @@ def model_error(error: BaseException, provider: str) -> ModelError | None:
         if isinstance(error, sdk.APIConnectionError):
             return ConnectionLostError(f"{provider} connection failed: {_reason(error)}", provider=provider)
         status = getattr(error, "status_code", None)
+        error_type = str(getattr(error, "type", None) or getattr(error, "code", None) or "")
         if isinstance(status, int) and status != 200:
             headers = getattr(getattr(error, "response", None), "headers", None)
-            return from_status(status, _message(error), provider, headers=headers)
-        error_type = getattr(error, "type", None) or getattr(error, "code", None)
-        return from_error_type(str(error_type or ""), _message(error), provider)
+            return from_status(status, _message(error), provider, headers=headers, error_type=error_type)
+        return from_error_type(error_type, _message(error), provider)
     kind = _transport_failure(error)
     if kind is not None:
         return kind(f"{provider} connection failed: {type(error).__name__}: {error}", provider=provider)
     return None
 
 
-def from_status(status: int, message: str, provider: str, *, headers: Mapping[str, str] | None = None) -> ModelError:
-    """The error for an HTTP `status` answer; `retry_after` comes from `headers`."""
+def from_status(
+    status: int, message: str, provider: str, *, headers: Mapping[str, str] | None = None, error_type: str = ""
+) -> ModelError:
+    """The error for an HTTP `status` answer; `retry_after` comes from `headers`.
+
+    A 429 saying `insufficient_quota` (OpenAI: the account is out of credit)
+    is a `RateLimitedError` that is not retryable: waiting does not help.
+    """
     retry_after = retry_after_seconds(headers) if headers is not None else None
     text = f"{provider} answered HTTP {status}: {message}"
     kind: type[ModelError]
+    if status == 429 and error_type == "insufficient_quota":
+        return RateLimitedError(text, retryable=False, status_code=status, provider=provider)
     if status == 429:
         kind = RateLimitedError
     elif status == 529:
