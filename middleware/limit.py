@@ -53,7 +53,8 @@ class limit:
 
     Ending the run: with `on_limit="error"` (default) the model call raises
     `LimitReached`; with `on_limit="finish"` it is answered, without reaching
-    the model, by a final message `final_text` with zero usage. Either way the
+    the model, by a final message `final_text` with zero usage and `cached=True`
+    (served without a model: a `cache` never stores it). Either way the
     history holds no unanswered tool call. Counters are per run (kept in
     `run.state`); place `limit` outside `retry` to count steps, not attempts.
     """
@@ -108,7 +109,7 @@ class limit:
         run = call.run
         if self.on_limit == "finish":
             text = self.final_text.format(what=what.replace("_", " "), maximum=maximum)
-            return ModelResponse(Message.assistant(text), Usage(), "limit")
+            return ModelResponse(Message.assistant(text), Usage(), "limit", cached=True)
         raise LimitReached(
             f"run {run.id} reached its limit of {what} ({maximum})",
             what=what,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from middleware import limit
+from middleware import cache, limit
 from middleware.limit import LimitReached
 from onion import Agent, OnionError, check_history, tool
 from onion.testing import ScriptedModel, call
@@ -132,3 +132,13 @@ async def test_counters_are_per_run_when_the_layer_is_shared() -> None:
     second = Agent(ScriptedModel(["b"])).use(layer)
     assert (await first.run("q")).output == "a"
     assert (await second.run("q")).output == "b"
+
+
+async def test_the_canned_answer_is_marked_as_not_from_a_model_so_a_cache_outside_never_stores_it() -> None:
+    """cache -> limit(finish): the stop message is served without a model, so it is never cached for later runs."""
+    shared = cache()
+    model = ScriptedModel(["a real answer"])
+    stopped = await Agent(model).use(shared, limit(model_calls=0, on_limit="finish")).run("q")
+    assert stopped.output.startswith("I stopped here")
+    result = await Agent(model).use(shared).run("q")
+    assert result.output == "a real answer" and len(model.requests) == 1
