@@ -9,7 +9,7 @@ from __future__ import annotations
 from . import errors
 from ._agent import Agent
 from ._calls import Call, ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
-from ._events import Event, ModelCallFinished, RunFinished, TextDelta, ToolCallStarted, ToolResultEvent
+from ._events import Event, ModelCallFinished, RunFinished, StreamReset, TextDelta, ToolCallStarted, ToolResultEvent
 from ._history import check_history
 from ._messages import Message, Role, ToolRequest, Usage
 from ._model import Model, resolve_model
@@ -40,6 +40,7 @@ __all__ = [
     "RunFinished",
     "RunResult",
     "Stack",
+    "StreamReset",
     "TextDelta",
     "Tool",
     "ToolBatch",

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 
 from ._calls import ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
-from ._events import Event, ModelCallFinished, RunFinished, TextDelta, ToolCallStarted, ToolResultEvent
+from ._events import Event, ModelCallFinished, RunFinished, StreamReset, TextDelta, ToolCallStarted, ToolResultEvent
 from ._history import check_history
 from ._messages import Message
 from ._model import Model, resolve_model
@@ -46,6 +46,7 @@ class Agent:
         checked: bool | None = None,
     ) -> None:
         self.model = resolve_model(model)
+        self._owns_model = isinstance(model, str)
         self.tools = [as_tool(item) for item in tools]
         self._tools_by_name = {item.name: item for item in self.tools}
         if len(self._tools_by_name) != len(self.tools):
@@ -59,6 +60,18 @@ class Agent:
         self.stack = Stack(*middleware, name=self.name)
         self._chains: _Chains | None = None
         self._generation = -1
+
+    async def aclose(self) -> None:
+        """Close the model's client if onion built it (a model given as a string); idempotent."""
+        close = getattr(self.model, "aclose", None)
+        if self._owns_model and close is not None:
+            await close()
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     def use(self, *middleware: Any) -> Agent:
         """Append middleware (innermost so far); returns the agent."""
@@ -232,17 +245,20 @@ class Agent:
     ) -> ModelResponse:
         emit = call.run.emit
         assert emit is not None
+        if call.streamed:
+            emit(StreamReset())
+            call.streamed = False
         response = None
         async for item in stream(call):
             if isinstance(item, ModelResponse):
                 response = item
                 continue
+            call.streamed = True
             emit(item)
             for observer in call.observers or ():
                 observer(item)
         if response is None:
             raise MiddlewareError(f"{call.model!r}.stream() ended without a ModelResponse")
-        call.streamed = True
         return response
 
     async def _run_batch(self, batch: ToolBatch) -> list[ToolResult]:

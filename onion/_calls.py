@@ -78,7 +78,7 @@ class ModelCall(Call):
         self.model = model
         self.settings = settings
         self.streamed = False
-        """True once a streaming model produced this call's response piece by piece."""
+        """True once a streaming model sent deltas for this call."""
         self.observers: list[Callable[[Any], None]] | None = None
         self._entered = False
 

@@ -35,6 +35,15 @@ class ToolResultEvent:
 
 
 @dataclass(slots=True)
+class StreamReset:
+    """A model call that had started streaming is being tried again (a retry, a fallback).
+
+    Discard the `TextDelta`s and `ToolCallStarted`s received since the last
+    `ModelCallFinished`: the new attempt streams its answer from the start.
+    """
+
+
+@dataclass(slots=True)
 class ModelCallFinished:
     """A model call finished (after every model layer); `cached` if no model was reached."""
 
@@ -50,4 +59,4 @@ class RunFinished:
     result: RunResult
 
 
-Event = TextDelta | ToolCallStarted | ToolResultEvent | ModelCallFinished | RunFinished
+Event = TextDelta | ToolCallStarted | StreamReset | ToolResultEvent | ModelCallFinished | RunFinished

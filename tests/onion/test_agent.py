@@ -368,3 +368,65 @@ def test_model_strings_need_a_known_provider() -> None:
 def test_duplicate_tool_names_are_refused() -> None:
     with pytest.raises(ValueError, match="share a name"):
         Agent(ScriptedModel([]), tools=[add, add])
+
+
+async def test_a_retried_stream_tells_the_consumer_to_discard_its_partial_text() -> None:
+    from collections.abc import AsyncIterator
+
+    from onion import StreamReset
+    from onion.errors import ConnectionLostError
+
+    class DropsOnce:
+        name = "drops-once"
+
+        def __init__(self) -> None:
+            self.attempts = 0
+
+        async def request(self, call: ModelCall) -> ModelResponse:
+            raise AssertionError("only streamed here")
+
+        async def stream(self, call: ModelCall) -> AsyncIterator[Any]:
+            self.attempts += 1
+            yield TextDelta("Hel")
+            if self.attempts == 1:
+                raise ConnectionLostError("dropped mid-stream")
+            yield TextDelta("lo")
+            yield ModelResponse(Message.assistant("Hello"))
+
+    async def retry_once(ctx: ModelCall, call_next: Any) -> Any:
+        try:
+            return await call_next(ctx)
+        except ConnectionLostError:
+            return await call_next(ctx)
+
+    events = [e async for e in Agent(DropsOnce(), middleware=[retry_once]).stream("hi")]
+    kinds = [type(e).__name__ for e in events]
+    assert kinds[:5] == ["TextDelta", "StreamReset", "TextDelta", "TextDelta", "ModelCallFinished"]
+    after_reset = events[kinds.index("StreamReset") + 1 :]
+    assert "".join(e.text for e in after_reset if isinstance(e, TextDelta)) == "Hello"
+    assert isinstance(events[1], StreamReset)
+
+
+async def test_agent_closes_a_client_it_built_from_a_model_string(monkeypatch: pytest.MonkeyPatch) -> None:
+    from onion.testing import FakeProviderServer
+
+    with FakeProviderServer(["hello"]) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        async with Agent("anthropic:claude-test") as agent:
+            assert (await agent.run("hi")).output == "hello"
+            client = agent.model.client  # type: ignore[attr-defined]
+        assert client.is_closed()
+
+
+async def test_agent_leaves_a_model_object_it_was_given_open() -> None:
+    class Closable(ScriptedModel):
+        closed = False
+
+        async def aclose(self) -> None:
+            self.closed = True
+
+    model = Closable(["ok"])
+    async with Agent(model) as agent:
+        await agent.run("x")
+    assert not model.closed
