@@ -8,6 +8,9 @@ from onion import Handler, ModelCall, ModelResponse, OnionError, Usage
 
 PRICES: dict[str, tuple[float, float]] = {
     "claude-opus-4-5": (5.0, 25.0),
+    "claude-opus-4-6": (5.0, 25.0),
+    "claude-opus-4-7": (5.0, 25.0),
+    "claude-opus-4-1": (15.0, 75.0),
     "claude-opus-4": (15.0, 75.0),
     "claude-sonnet-4": (3.0, 15.0),
     "claude-3-7-sonnet": (3.0, 15.0),
@@ -27,7 +30,7 @@ PRICES: dict[str, tuple[float, float]] = {
     "o3-mini": (1.1, 4.4),
     "o4-mini": (1.1, 4.4),
 }
-"""USD per million (input, output) tokens, by model name prefix (list prices, 2025)."""
+"""USD per million (input, output) tokens, by model name prefix (list prices; check yours, override with `prices=`)."""
 
 
 class BudgetExceeded(OnionError):
