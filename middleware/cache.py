@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Collection
-from pathlib import Path
-from typing import Any, Protocol
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
-from onion import Handler, Message, ModelCall, ModelResponse, ToolCall, ToolRequest, ToolResult, Usage
+from onion import Handler, Message, ModelCall, ModelResponse, Tool, ToolCall, ToolRequest, ToolResult, Usage
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 class CacheStore(Protocol):
@@ -58,6 +59,8 @@ class SQLiteStore:
     """
 
     def __init__(self, path: str | Path, *, table: str = "onion_cache") -> None:
+        import sqlite3
+
         if not table.isidentifier():
             raise ValueError(f"SQLiteStore: table name {table!r} must be an identifier")
         self.path, self.table = str(path), table
@@ -163,27 +166,54 @@ class cache:
 
 
 def request_key(call: ModelCall, namespace: str = "") -> str:
-    """The cache key of a model request: stable across processes and dict orderings."""
+    """The cache key of a model request: stable across processes and dict orderings.
+
+    A tool list's part is serialized once per distinct list of `Tool`
+    objects (see `_tools_part`); messages and settings on every call.
+    """
     ids: dict[str, str] = {}
-
-    def local(call_id: str | None) -> str | None:
-        return None if call_id is None else ids.setdefault(call_id, f"#{len(ids)}")
-
-    messages = [
-        [m.role, m.text, [[local(c.id), c.name, c.args, c.raw_args] for c in m.tool_calls], local(m.tool_call_id),
-         m.is_error, m.meta]
-        for m in call.messages
-    ]  # fmt: skip
-    tools = [[t.name, t.description, t.parameters] for t in call.tools]
+    messages = []
+    for m in call.messages:
+        calls = [[_local(ids, c.id), c.name, c.args, c.raw_args] for c in m.tool_calls] if m.tool_calls else []
+        messages.append((m.role, m.text, calls, _local(ids, m.tool_call_id), m.is_error, m.meta))
     model = str(getattr(call.model, "name", call.model))
-    return _digest(
-        {"v": 1, "ns": namespace, "model": model, "messages": messages, "tools": tools, "settings": call.settings}
-    )
+    digest = hashlib.sha256(_canonical((2, namespace, model, call.settings, messages)).encode())
+    digest.update(_tools_part(call.tools))
+    return digest.hexdigest()
+
+
+def _local(ids: dict[str, str], call_id: str | None) -> str | None:
+    """A tool call id replaced by its order of appearance, so provider-chosen ids don't matter."""
+    return None if call_id is None else ids.setdefault(call_id, f"#{len(ids)}")
+
+
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr).encode
+"""JSON with sorted keys, unknown values as their `repr`: the key's one serialization."""
+
+_TOOLS_PARTS: dict[tuple[Tool, ...], bytes] = {}
+_TOOLS_PARTS_MAX = 256
+
+
+def _tools_part(tools: Sequence[Tool]) -> bytes:
+    """The canonical bytes of a tool list (names, descriptions, schemas), memoized per list of tools.
+
+    Keyed by the `Tool` objects themselves (identity), held strongly while
+    memoized so an id is never reused; the memo is emptied past 256 lists.
+    A tool's name, description and schema are read when its list is first
+    seen: change a `Tool` in place after using it and the key won't notice.
+    """
+    key = tuple(tools)
+    part = _TOOLS_PARTS.get(key)
+    if part is None:
+        part = _canonical([[t.name, t.description, t.parameters] for t in tools]).encode()
+        if len(_TOOLS_PARTS) >= _TOOLS_PARTS_MAX:
+            _TOOLS_PARTS.clear()
+        _TOOLS_PARTS[key] = part
+    return part
 
 
 def _digest(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(_canonical(value).encode()).hexdigest()
 
 
 def encode_response(response: ModelResponse, call: ModelCall) -> str:

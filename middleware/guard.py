@@ -6,18 +6,21 @@ import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard, cast
 
-import pydantic
+from pydantic_core import ValidationError
 
 from onion import Handler, Message, Run, RunResult
 from onion.errors import OnionError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = ["GuardFailed", "guard"]
 
 Verdict = bool | str | None
 Predicate = Callable[[str], Verdict | Awaitable[Verdict]]
-Check = Predicate | type[pydantic.BaseModel]
+Check: TypeAlias = "Predicate | type[BaseModel]"
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*?)\n?```\s*$", re.DOTALL)
 
 
@@ -76,10 +79,10 @@ class guard:
         self.retries = retries
         self.feedback = feedback
         self.key = key
-        self.model: type[pydantic.BaseModel] | None = None
+        self.model: type[BaseModel] | None = None
         self.predicate: Predicate | None = None
         self.schema: str | None = None
-        if isinstance(check, type) and issubclass(check, pydantic.BaseModel):
+        if _is_model(check):
             self.model = check
             self.schema = json.dumps(check.model_json_schema())
         else:
@@ -95,7 +98,7 @@ class guard:
             fenced = _FENCE.match(output)
             try:
                 return None, self.model.model_validate_json(fenced.group(1) if fenced else output)
-            except pydantic.ValidationError as error:
+            except ValidationError as error:
                 problems = "; ".join(
                     f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}" for e in error.errors(include_url=False)
                 )
@@ -132,3 +135,12 @@ class guard:
             run.inject(Message.user(self.feedback.format(reason=reason)))
             result = await call_next(run)
             attempts += 1
+
+
+def _is_model(check: object) -> TypeGuard[type[BaseModel]]:
+    """Whether `check` is a pydantic model class; pydantic's model machinery loads only for a class."""
+    if not isinstance(check, type):
+        return False
+    from pydantic import BaseModel
+
+    return issubclass(check, BaseModel)

@@ -103,7 +103,13 @@ class log:
         if self.payloads:
             fields["payload"] = payload = self._clean(_payload(ctx, result))
             message += f" {payload}"
-        self.logger.log(level, "%s", message, extra=fields)
+        logger = self.logger
+        if type(logger)._log is not _STDLIB_LOG or type(logger).findCaller is not _STDLIB_FIND_CALLER:
+            logger.log(level, "%s", message, extra=fields)
+            return
+        # Logger._log without findCaller's stack walk: the caller is always this method.
+        path, line, function = _WHERE
+        logger.handle(logger.makeRecord(logger.name, level, path, line, "%s", (message,), None, function, fields))
 
     def _clean(self, text: str) -> str:
         text = scrub(text, self.patterns)
@@ -112,16 +118,24 @@ class log:
         return text
 
 
+_STDLIB_LOG = logging.Logger._log
+_STDLIB_FIND_CALLER = logging.Logger.findCaller
+_WHERE = (log._record.__code__.co_filename, log._record.__code__.co_firstlineno, log._record.__name__)
+"""The `pathname`, `lineno` and `funcName` of every record (where the stdlib's `findCaller` would point)."""
+
+_json = json.JSONEncoder(default=repr, ensure_ascii=False).encode
+
+
 def _payload(ctx: Any, result: Any) -> str:
     """What went in and what came out, as one line of text."""
     if isinstance(ctx, ToolCall):
-        sent = json.dumps(ctx.args, default=repr, ensure_ascii=False)
+        sent = _json(ctx.args)
         return f"args={sent} -> {result.content!r}" if isinstance(result, ToolResult) else f"args={sent}"
     if isinstance(ctx, ModelCall):
         last = ctx.messages[-1].text if ctx.messages else ""
         if not isinstance(result, ModelResponse):
             return f"last={last!r}"
-        calls = [f"{c.name}({json.dumps(c.args, default=repr, ensure_ascii=False)})" for c in result.tool_calls]
+        calls = [f"{c.name}({_json(c.args)})" for c in result.tool_calls]
         return f"last={last!r} -> {result.text!r}" + (f" tools={calls}" if calls else "")
     if isinstance(ctx, Run):
         return f"input={ctx.input!r}" + (f" -> {result.output!r}" if isinstance(result, RunResult) else "")

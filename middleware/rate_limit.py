@@ -7,10 +7,10 @@ import json
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from onion import Handler, ModelCall, ModelResponse
+from onion import Handler, ModelCall, ModelResponse, Tool
 from onion.errors import RateLimitedError
 
 _MAX_TOKEN_SETTINGS = ("max_tokens", "max_output_tokens", "max_completion_tokens")
@@ -103,14 +103,44 @@ class MemoryRateStore:
 
 
 def estimate_tokens(call: ModelCall) -> int:
-    """A rough token count for `call` before it is sent: text length / 4, plus its max tokens setting."""
-    chars = sum(
-        len(m.text) + sum(len(c.name) + len(json.dumps(c.args, default=str)) for c in m.tool_calls)
-        for m in call.messages
-    )
-    chars += sum(len(t.name) + len(t.description or "") + len(json.dumps(t.parameters)) for t in call.tools)
+    """A rough token count for `call` before it is sent: text length / 4, plus its max tokens setting.
+
+    The text is the messages, their tool calls' names and arguments (as
+    JSON) and the tools' names, descriptions and schemas (as JSON).
+    """
+    chars = _tools_chars(call.tools)
+    args = []
+    for m in call.messages:
+        chars += len(m.text)
+        for c in m.tool_calls:
+            chars += len(c.name)
+            args.append(c.args)
+    if args:  # one encoding for all: "[" + ", ".join(each) + "]"
+        chars += len(_json(args)) - 2 * len(args)
     most = next((call.settings[name] for name in _MAX_TOKEN_SETTINGS if name in call.settings), 0)
     return chars // 4 + (most if isinstance(most, int) else 0)
+
+
+_json = json.JSONEncoder(default=str).encode
+
+_TOOLS_CHARS: dict[tuple[Tool, ...], int] = {}
+_TOOLS_CHARS_MAX = 256
+
+
+def _tools_chars(tools: Sequence[Tool]) -> int:
+    """The length of a tool list's names, descriptions and schemas, memoized per list of tools.
+
+    Keyed by the `Tool` objects (identity, held while memoized); emptied
+    past 256 lists. A `Tool` changed in place after use keeps its old size.
+    """
+    key = tuple(tools)
+    chars = _TOOLS_CHARS.get(key)
+    if chars is None:
+        chars = sum(len(t.name) + len(t.description or "") + len(json.dumps(t.parameters)) for t in tools)
+        if len(_TOOLS_CHARS) >= _TOOLS_CHARS_MAX:
+            _TOOLS_CHARS.clear()
+        _TOOLS_CHARS[key] = chars
+    return chars
 
 
 def model_key(call: ModelCall) -> str:

@@ -10,18 +10,13 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any
-
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_after_delay,
-)
+from typing import TYPE_CHECKING, Any
 
 from onion import Handler, ModelCall, ModelResponse, ToolCall, ToolResult
 from onion.errors import ModelError
+
+if TYPE_CHECKING:
+    from tenacity import AsyncRetrying, RetryCallState
 
 ToolSelector = bool | Collection[str] | Callable[[ToolCall], bool]
 """Which tool calls are retried: all (`True`), none (`False`), these names, or a predicate."""
@@ -112,6 +107,8 @@ class retry:
         self._tool = self._retrying(self.policy.retries_tool)
 
     def _retrying(self, predicate: Callable[[BaseException], bool]) -> AsyncRetrying:
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop_after_delay
+
         stop = stop_after_attempt(self.attempts)
         if self.max_delay is not None:
             stop = stop | stop_after_delay(self.max_delay)  # type: ignore[assignment]

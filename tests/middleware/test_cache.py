@@ -9,7 +9,7 @@ import pytest
 
 from middleware import cache, retry
 from middleware.cache import MemoryStore, SQLiteStore, decode_response, encode_response, request_key
-from onion import Agent, Handler, Message, ModelCall, ModelResponse, Run, ToolRequest, Usage, tool
+from onion import Agent, Handler, Message, ModelCall, ModelResponse, Run, Tool, ToolRequest, Usage, tool
 from onion.errors import ServerError
 from onion.testing import FunctionModel, ScriptedModel, call
 
@@ -198,3 +198,22 @@ async def test_cache_inside_retry_is_consulted_on_every_attempt() -> None:
     layer = cache()
     result = await Agent(model).use(retry(initial=0.001, jitter=0), layer).run("hi")
     assert result.output == "ok" and result.state["cache"] == {"hits": 0, "misses": 2}
+
+
+def test_the_key_covers_each_tool_schema_and_not_the_tool_list_object() -> None:
+    """Tool lists are serialized once per list of `Tool`s; equal lists key alike, a different schema differs."""
+
+    def subtract(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a - b
+
+    other = tool(name="add")(subtract)
+    other.parameters = {**other.parameters, "required": ["a"]}
+    agent = Agent(ScriptedModel([]), tools=[add])
+    run_messages = [Message.user("q")]
+
+    def key(tools: list[Tool]) -> str:
+        return request_key(ModelCall(Run(agent, "q", run_messages), run_messages, tools, agent.model, {}))
+
+    assert key([add]) == key([add]) == key(list(agent.tools))
+    assert key([add]) != key([other]) and key([add]) != key([add, add]) and key([]) != key([add])

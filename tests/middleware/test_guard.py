@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pydantic
 import pytest
 
@@ -121,3 +124,14 @@ async def test_retried_answers_may_use_tools_and_the_history_stays_valid() -> No
 async def test_custom_state_key() -> None:
     result = await Agent(ScriptedModel(["ok"])).use(guard(short, key="checked")).run("q")
     assert result.state["checked"] == "ok"
+
+
+def test_importing_the_library_leaves_pydantic_models_and_tenacity_unloaded() -> None:
+    """`import middleware` pays for neither until a model guard or a retry layer is built."""
+    code = (
+        "import sys, middleware\n"
+        "assert 'pydantic.main' not in sys.modules and 'tenacity' not in sys.modules, sys.modules.keys()\n"
+        "middleware.retry()\n"
+        "assert 'tenacity' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -130,3 +131,19 @@ def test_shared_patterns_match_the_common_key_formats() -> None:
     assert API_KEY.fullmatch("sk-proj-" + "a" * 20)
     assert BEARER.search("Authorization: Bearer abcdefghijkl")
     assert scrub('{"password": "p4ss", "ok": 1}') == '{"password": [REDACTED], "ok": 1}'
+
+
+async def test_records_point_at_the_log_layer_and_a_custom_logger_class_is_still_used() -> None:
+    """Records skip the stack walk (their source is always `middleware/log.py`) unless `_log` is overridden."""
+
+    class Tagging(logging.Logger):
+        def _log(self, level: int, msg: object, args: Any, *rest: Any, **options: Any) -> None:
+            super()._log(level, f"tagged {msg}", args, *rest, **options)
+
+    plain, tagging, handler = logging.Logger("plain"), Tagging("tagging"), Collect()
+    for logger in (plain, tagging):
+        logger.addHandler(handler)
+    await Agent(ScriptedModel(["ok"])).use(log(plain), log(tagging)).run("hi")
+    by_logger = {r.name: r for r in handler.records if r.kind == "run"}  # type: ignore[attr-defined]
+    assert by_logger["plain"].pathname.endswith("log.py") and by_logger["plain"].funcName == "_record"
+    assert by_logger["tagging"].getMessage().startswith("tagged run")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
 from middleware import rate_limit
 from middleware.rate_limit import MemoryRateStore, RateLimitExceeded, estimate_tokens
-from onion import Agent, Message, ModelCall, ModelResponse, OnionError, Usage
+from onion import Agent, Message, ModelCall, ModelResponse, OnionError, Run, ToolRequest, Usage, tool
 from onion.errors import RateLimitedError
 from onion.testing import FunctionModel, ScriptedModel
 
@@ -119,3 +120,20 @@ def test_estimate_counts_text_tools_and_max_tokens() -> None:
 def test_non_positive_limits_are_rejected(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="positive"):
         rate_limit(**kwargs)
+
+
+def test_estimate_counts_tool_call_arguments_and_tool_schemas_as_json() -> None:
+    """Each tool call's name and JSON arguments, each tool's name, description and JSON schema count."""
+
+    @tool
+    def lookup(query: str, limit: int = 5) -> str:
+        """Find things."""
+        return query
+
+    args: list[dict[str, object]] = [{"query": "weather in Paris", "limit": 3}, {"query": object()}, {}]
+    requests = [ToolRequest(f"c{i}", "lookup", a) for i, a in enumerate(args)]
+    messages = [Message.user("hi"), Message.assistant("", requests), Message.tool("c0", "sunny")]
+    model_call = ModelCall(Run(None, "hi", messages), messages, [lookup, lookup], "m", {})  # type: ignore[arg-type]
+    chars = len("hi") + len("sunny") + sum(len("lookup") + len(json.dumps(a, default=str)) for a in args)
+    chars += 2 * (len("lookup") + len("Find things.") + len(json.dumps(lookup.parameters)))
+    assert estimate_tokens(model_call) == estimate_tokens(model_call) == chars // 4
