@@ -76,7 +76,7 @@ class MemoryRateStore:
             elapsed, bucket.updated = now - bucket.updated, now
             wait = bucket.paused_until - now
             if rpm:
-                bucket.requests = min(rpm, bucket.requests + elapsed * rpm / window)
+                bucket.requests = min(max(rpm, 1.0), bucket.requests + elapsed * rpm / window)
                 wait = max(wait, (1 - bucket.requests) * window / rpm)
             if tpm:
                 tokens = min(tokens, int(tpm))

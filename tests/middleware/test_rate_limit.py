@@ -42,6 +42,12 @@ async def test_wait_false_raises_rate_limit_exceeded_with_retry_after() -> None:
     assert error.key == "scripted" and 59 < error.retry_after <= 60  # type: ignore[operator]
 
 
+async def test_fewer_than_one_request_per_window_still_lets_one_through_then_waits() -> None:
+    store = MemoryRateStore(clock=lambda: 100.0)
+    assert await store.acquire("k", 0, rpm=0.5, tpm=None, window=60) == 0.0
+    assert await store.acquire("k", 0, rpm=0.5, tpm=None, window=60) == pytest.approx(120.0)
+
+
 async def test_tokens_are_reserved_from_an_estimate_and_reconciled_with_real_usage() -> None:
     """A call that used fewer tokens than estimated gives the rest back."""
     store = MemoryRateStore()
