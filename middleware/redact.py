@@ -10,24 +10,12 @@ from typing import Any
 
 from onion import Handler, Message, ModelCall, ModelResponse, ToolCall, ToolRequest, ToolResult
 
-from .patterns import API_KEY, BEARER, CARD_NUMBER, EMAIL
+from .patterns import API_KEY, BEARER, CARD_NUMBER, EMAIL, luhn_valid
 
 __all__ = ["luhn_valid", "redact"]
 
 Rule = Callable[[str], str]
 _Memo = dict[int, tuple[Message, str, list[ToolRequest], Message]]
-
-
-def luhn_valid(candidate: str) -> bool:
-    """True when the 13 to 19 digits of `candidate` pass the Luhn checksum of card numbers."""
-    digits = [int(c) for c in candidate if c.isdigit()]
-    if not 13 <= len(digits) <= 19:
-        return False
-    total = 0
-    for position, digit in enumerate(reversed(digits)):
-        doubled = digit * 2 if position % 2 else digit
-        total += doubled - 9 if doubled > 9 else doubled
-    return total % 10 == 0
 
 
 class redact:
