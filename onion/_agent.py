@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -140,6 +141,7 @@ class Agent:
         result = await chains.run(run)
         if not isinstance(result, RunResult):
             raise MiddlewareError(blame(chains.stack.layers("run"), "run", result))
+        run.flush_injected()
         return result
 
     def _first_messages(self, input: str | Message | Sequence[Message]) -> list[Message]:
@@ -199,20 +201,27 @@ class Agent:
             await self._tool_step(run, response, chains)
 
     async def _tool_step(self, run: Run, response: ModelResponse, chains: _Chains) -> None:
-        """Run the response's batch and append its results (its objects die before the next model call)."""
+        """Run the response's batch and append its results (its objects die before the next model call).
+
+        If the batch fails or is cancelled, every call is answered with an error before the
+        exception propagates, so the history stays valid for a layer that catches it.
+        """
         calls = [ToolCall(run, request, self._tools_by_name.get(request.name)) for request in response.tool_calls]
-        results = await chains.tools(ToolBatch(run, calls, response))
-        if not isinstance(results, list) or len(results) != len(calls):
-            raise MiddlewareError(
-                blame(chains.stack.layers("tools"), "tools", results)
-                if not isinstance(results, list)
-                else f"the tools layers returned {len(results)} results for {len(calls)} calls "
-                f"(layers: {[layer.name for layer in chains.stack.layers('tools')]})"
-            )
-        for call, result in zip(calls, results, strict=True):
-            if not isinstance(result, ToolResult):
-                raise MiddlewareError(blame(chains.stack.layers("tools"), "tool", result))
-            run.messages.append(Message.tool(call.id, result.content, result.is_error))
+        try:
+            results = await chains.tools(ToolBatch(run, calls, response))
+            if not isinstance(results, list) or len(results) != len(calls):
+                raise MiddlewareError(_bad_batch(chains.stack, calls, results))
+            answers = []
+            for call, result in zip(calls, results, strict=True):
+                if not isinstance(result, ToolResult):
+                    raise MiddlewareError(_bad_batch(chains.stack, calls, results))
+                answers.append(Message.tool(call.id, result.content, result.is_error))
+        except BaseException as error:
+            reason = "the run was cancelled" if isinstance(error, asyncio.CancelledError) else type(error).__name__
+            for call in calls:
+                run.messages.append(Message.tool(call.id, f"No result: the batch stopped ({reason}).", True))
+            raise
+        run.messages.extend(answers)
 
     def _emit_response(self, run: Run, call: ModelCall, response: ModelResponse) -> None:
         assert run.emit is not None
@@ -263,7 +272,7 @@ class Agent:
 
     async def _run_batch(self, batch: ToolBatch) -> list[ToolResult]:
         calls = batch.calls
-        if len(calls) == 1 or not self.parallel_tools:
+        if len(calls) <= 1 or not self.parallel_tools:
             return [await self._one(call) for call in calls]
         try:
             async with asyncio.TaskGroup() as group:
@@ -325,3 +334,21 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"<Agent {self.name} model={getattr(self.model, 'name', self.model)!s} tools={len(self.tools)}>"
+
+
+def _bad_batch(stack: Stack, calls: list[ToolCall], results: Any) -> str:
+    """Why what the tools chain returned is not one `ToolResult` per call, naming the tools layers."""
+    layers = [layer.name for layer in stack.layers("tools")]
+    if not isinstance(results, list):
+        return blame(stack.layers("tools"), "tools", results)
+    if len(results) != len(calls):
+        return f"the tools layers returned {len(results)} results for {len(calls)} calls (layers: {layers})"
+    index, wrong = next((i, r) for i, r in enumerate(results) if not isinstance(r, ToolResult))
+    if inspect.iscoroutine(wrong):
+        what = "an un-awaited coroutine (write `await call_next(ctx)`)"
+    else:
+        what = f"{type(wrong).__name__} {wrong!r:.80}"
+    for result in results:
+        if inspect.iscoroutine(result):
+            result.close()
+    return f"the tools layers {layers} returned {what} at position {index} where each result must be a ToolResult"

@@ -15,12 +15,14 @@ from onion import (
     Message,
     ModelCall,
     ModelResponse,
+    Run,
     RunFinished,
     TextDelta,
     ToolBatch,
     ToolCall,
     ToolCallStarted,
     ToolRequest,
+    ToolResult,
     ToolResultEvent,
     Usage,
     check_history,
@@ -430,3 +432,83 @@ async def test_agent_leaves_a_model_object_it_was_given_open() -> None:
     async with Agent(model) as agent:
         await agent.run("x")
     assert not model.closed
+
+
+async def test_a_batch_that_raises_leaves_every_call_answered_for_a_run_layer_that_goes_on() -> None:
+    """A tools layer raising: the calls are answered with errors, so a run layer may catch and run again."""
+
+    class Flaky(Exception):
+        pass
+
+    failures = [Flaky("once")]
+
+    async def fails_once(ctx: ToolBatch, call_next: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return await call_next(ctx)
+
+    async def try_again(ctx: Run, call_next: Any) -> Any:
+        try:
+            return await call_next(ctx)
+        except Flaky:
+            return await call_next(ctx)
+
+    model = ScriptedModel([[call("add", a=1, b=2), call("add", a=3, b=4)], "ok"])
+    result = await Agent(model, tools=[add], middleware=[try_again, fails_once]).run("go")
+    check_history(result.messages)
+    assert [m.is_error for m in result.messages if m.role == "tool"] == [True, True]
+    assert "Flaky" in result.messages[-2].text
+
+
+async def test_a_cancelled_batch_leaves_the_history_valid() -> None:
+    """Cancelling a run mid-batch answers every call of the batch before the cancellation propagates."""
+    started = asyncio.Event()
+    seen: list[list[Message]] = []
+
+    @tool
+    async def hang() -> str:
+        started.set()
+        await asyncio.sleep(10)
+        return "late"
+
+    async def keep(ctx: Run, call_next: Any) -> Any:
+        try:
+            return await call_next(ctx)
+        finally:
+            seen.append(list(ctx.messages))
+
+    agent = Agent(ScriptedModel([[call("hang"), call("add", a=1, b=1)], "ok"]), tools=[hang, add], middleware=[keep])
+    task = asyncio.create_task(agent.run("go"))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    check_history(seen[0])
+    assert "cancelled" in seen[0][-1].text
+
+
+async def test_messages_a_run_layer_injects_after_the_run_are_kept() -> None:
+    """Injected at the end of the run (after call_next of a run layer) still lands in the result."""
+
+    async def closing_note(ctx: Run, call_next: Any) -> Any:
+        result = await call_next(ctx)
+        ctx.inject("noted")
+        return result
+
+    result = await Agent(ScriptedModel(["bye"]), middleware=[closing_note]).run("x")
+    assert [m.text for m in result.messages] == ["x", "bye", "noted"]
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+async def test_a_tools_layer_may_pass_on_an_empty_batch(parallel: bool) -> None:
+    """A tools layer that answers every call itself may still call the inner layers with no calls left."""
+
+    async def answer_all(ctx: ToolBatch, call_next: Any) -> Any:
+        calls, ctx.calls = ctx.calls, []
+        assert await call_next(ctx) == []
+        return [ToolResult(content="mine", call_id=c.id) for c in calls]
+
+    agent = Agent(ScriptedModel([[call("add", a=1, b=1), call("add", a=2, b=2)], "ok"]), tools=[add])
+    agent.parallel_tools = parallel
+    result = await agent.use(answer_all).run("go")
+    assert [m.text for m in result.messages if m.role == "tool"] == ["mine", "mine"]

@@ -262,3 +262,15 @@ async def test_layers_accept_extra_keyword_only_parameters() -> None:
         return await call_next(ctx)
 
     assert (await Agent(ScriptedModel(["ok"]), middleware=[configurable]).run("x")).output == "ok"
+
+
+@pytest.mark.parametrize("checked", [False, True])
+async def test_a_tools_layer_returning_unawaited_results_is_a_contract_error(checked: bool) -> None:
+    """A list holding something other than ToolResults is a MiddlewareError naming the tools layers."""
+
+    async def lazy(ctx: ToolBatch, call_next: Any) -> Any:
+        return [call_next(ctx) for _ in ctx.calls]
+
+    agent = Agent(tool_script(), tools=[add], middleware=[lazy], checked=checked)
+    with pytest.raises(MiddlewareError, match=r"tools layers \['.*lazy'\] returned an un-awaited coroutine"):
+        await agent.run("go")
