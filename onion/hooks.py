@@ -45,6 +45,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger("onion.hooks")
+_NO_MATCHER = "{event} takes no matcher; only before_each_tool, after_each_tool and on_error do"
 Matcher = str | Iterable[str] | re.Pattern[str] | None
 Errors = Literal["raise", "log"]
 
@@ -71,13 +72,18 @@ class Hook:
     """Base of the hook middleware: calls `function`, sync or async, under the error policy."""
 
     event: ClassVar[str]
+    takes_matcher: ClassVar[bool] = False
+    """Whether the hook takes a tool-name matcher (only the per-tool hooks do)."""
 
     def __init__(self, function: Callable[..., Any], matcher: Matcher = None, errors: Errors = "raise") -> None:
         if errors not in ("raise", "log"):
             raise ValueError(f"errors must be 'raise' or 'log', not {errors!r}")
+        if matcher is not None and not self.takes_matcher:
+            raise TypeError(_NO_MATCHER.format(event=self.event))
         self.function = function
         self.errors = errors
         self.name = f"{self.event}({getattr(function, '__qualname__', function)})".replace(".<locals>", "")
+        self.matcher = matcher
         self._matches = _matcher(matcher)
 
     async def call(self, *args: Any) -> Any:
@@ -160,6 +166,7 @@ class BeforeEachTool(Hook):
     """`fn(call)` before each matching tool call; may return `Block(reason)` or `Modify(args)`."""
 
     event = "before_each_tool"
+    takes_matcher = True
 
     async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
         if self._matches(call.name):
@@ -176,6 +183,7 @@ class AfterEachTool(Hook):
     """`fn(call, result)` after each matching tool call; returning a `ToolResult` replaces it."""
 
     event = "after_each_tool"
+    takes_matcher = True
 
     async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
         result: ToolResult = await call_next(call)
@@ -190,16 +198,20 @@ class OnError(Hook):
     """`fn(call, error)` when a model or (matching) tool call raised.
 
     Returning `None` re-raises; a `ToolResult` or `ModelResponse` recovers.
+    With a matcher it sees the matching tool calls only, never a model call.
     Cancellation and onion's control-flow signals never reach it.
     """
 
     event = "on_error"
+    takes_matcher = True
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
         try:
             response: ModelResponse = await call_next(call)
             return response
         except Exception as error:
+            if self.matcher is not None:
+                raise
             recovery = await self.call(call, error)
             if isinstance(recovery, ModelResponse):
                 return recovery
@@ -259,12 +271,12 @@ class HookDecorator(Protocol):
     def __call__(self, matcher: Matcher = None, /, *, errors: Errors = "raise") -> Decorated: ...
 
 
-def _decorator(cls: type[Hook], matching: bool) -> HookDecorator:
+def _decorator(cls: type[Hook]) -> HookDecorator:
     def decorate(target: Any = None, /, *, errors: Errors = "raise") -> Hook | Decorated:
         if callable(target) and not isinstance(target, re.Pattern):
             return cls(target, None, errors)
-        if target is not None and not matching:
-            raise TypeError(f"@{cls.event} takes no matcher; only @before_each_tool, @after_each_tool and @on_error do")
+        if target is not None and not cls.takes_matcher:
+            raise TypeError(_NO_MATCHER.format(event=cls.event))
         return lambda function: cls(function, target, errors)
 
     decorate.__name__ = decorate.__qualname__ = cls.event
@@ -272,15 +284,15 @@ def _decorator(cls: type[Hook], matching: bool) -> HookDecorator:
     return cast(HookDecorator, decorate)
 
 
-after_user_input = _decorator(AfterUserInput, False)
-before_llm = _decorator(BeforeLLM, False)
-after_llm = _decorator(AfterLLM, False)
-before_tools = _decorator(BeforeTools, False)
-after_tools = _decorator(AfterTools, False)
-before_each_tool = _decorator(BeforeEachTool, True)
-after_each_tool = _decorator(AfterEachTool, True)
-on_error = _decorator(OnError, True)
-on_complete = _decorator(OnComplete, False)
+after_user_input = _decorator(AfterUserInput)
+before_llm = _decorator(BeforeLLM)
+after_llm = _decorator(AfterLLM)
+before_tools = _decorator(BeforeTools)
+after_tools = _decorator(AfterTools)
+before_each_tool = _decorator(BeforeEachTool)
+after_each_tool = _decorator(AfterEachTool)
+on_error = _decorator(OnError)
+on_complete = _decorator(OnComplete)
 
 
 def hook(event: str, function: Callable[..., Any], matcher: Matcher = None, *, errors: Errors = "raise") -> Hook:

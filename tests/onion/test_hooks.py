@@ -221,3 +221,29 @@ async def test_agent_on_adds_a_hook_to_one_agent() -> None:
 
     await agent.run("go")
     assert seen == ["add"] and "before_each_tool(" in repr(agent.stack)
+
+
+async def test_on_error_with_a_matcher_leaves_model_errors_alone() -> None:
+    """`@on_error("name")` is about those tools: a failing model call never reaches it."""
+    seen: list[Any] = []
+
+    @on_error("explode")
+    def tools_only(c: ToolCall, error: Exception) -> ToolResult:
+        seen.append(c)
+        return c.block("explode is broken")
+
+    agent, _ = agent_with(tools_only, script=[RuntimeError("model down")])
+    with pytest.raises(RuntimeError, match="model down"):
+        await agent.run("go")
+    assert seen == []
+
+
+def test_a_matcher_for_an_event_that_takes_none_is_refused_in_every_style() -> None:
+    """hook(), agent.on() and the decorators all refuse a matcher the hook would ignore."""
+    from onion.hooks import hook
+
+    with pytest.raises(TypeError, match="after_llm takes no matcher"):
+        hook("after_llm", lambda c, r: None, "add")
+    agent, _ = agent_with()
+    with pytest.raises(TypeError, match="before_llm takes no matcher"):
+        agent.on("before_llm", "add")(lambda c: None)
