@@ -8,7 +8,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from onion import Handler, Message, ModelCall, ModelResponse, ToolCall, ToolRequest, ToolResult
+from onion import Handler, Message, ModelCall, ModelResponse, Run, RunResult, ToolCall, ToolRequest, ToolResult
 
 from .patterns import API_KEY, BEARER, CARD_NUMBER, EMAIL, luhn_valid
 
@@ -27,7 +27,8 @@ class redact:
     well-known vendor formats and card numbers (digit runs passing the Luhn
     check, so ordinary numbers survive) are redacted first.
 
-    Applied to: the texts and tool-call arguments of every message a model
+    Applied to: the run's `input` as the layers inside see it (restored when
+    the run ends), the texts and tool-call arguments of every message a model
     call sends (new `Message` objects in the call's own copy; `run.messages`
     is left as it is), tool results as they come back (`tool_results=True`,
     so the history holds them redacted; `ToolResult.value` keeps the raw
@@ -97,6 +98,21 @@ class redact:
         if text == message.text and all(new is old for new, old in zip(calls, message.tool_calls, strict=True)):
             return message
         return replace(message, text=text, tool_calls=calls)
+
+    async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
+        """Layers inside see the run's `input` redacted (a `log` there records it so); restored after."""
+        original = run.input
+        if isinstance(original, str):
+            run.input = self.text(original)
+        elif isinstance(original, Message):
+            run.input = self.message(original)
+        elif isinstance(original, list | tuple):
+            run.input = [self.message(m) if isinstance(m, Message) else m for m in original]
+        try:
+            result: RunResult = await call_next(run)
+        finally:
+            run.input = original
+        return result
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
         memo: _Memo | None = call.run.state.get(self.key)

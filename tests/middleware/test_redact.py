@@ -8,7 +8,7 @@ import pytest
 
 from middleware import redact
 from middleware.redact import luhn_valid
-from onion import Agent, ModelCall, ToolRequest, check_history, tool
+from onion import Agent, Handler, Message, ModelCall, Run, RunResult, ToolRequest, check_history, tool
 from onion.testing import FunctionModel, ScriptedModel, call
 
 KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz"
@@ -123,3 +123,27 @@ def test_invalid_pattern_is_rejected() -> None:
 def test_no_rules_at_all_is_rejected() -> None:
     with pytest.raises(TypeError, match="needs at least one pattern"):
         redact(builtin=False)
+
+
+async def test_layers_inside_see_the_run_input_redacted_and_it_is_restored_after() -> None:
+    seen: list[object] = []
+
+    async def spy(run: Run, call_next: Handler) -> RunResult:
+        seen.append(run.input)
+        result: RunResult = await call_next(run)
+        return result
+
+    question = f"mail jane@example.com, card {CARD}"
+
+    async def outer(run: Run, call_next: Handler) -> RunResult:
+        result: RunResult = await call_next(run)
+        seen.append(run.input)
+        return result
+
+    agent = Agent(ScriptedModel(["ok", "ok"]), middleware=[outer, redact, spy])
+    await agent.run(question)
+    await agent.run([Message.user(question)])
+    assert seen[0] == "mail [REDACTED], card [REDACTED]"
+    assert seen[1] == question
+    assert seen[2] == [Message.user("mail [REDACTED], card [REDACTED]")]
+    assert seen[3] == [Message.user(question)]
