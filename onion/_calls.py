@@ -56,8 +56,8 @@ class Run(Call):
     def flush_injected(self) -> None:
         """Append the queued messages to the history (onion calls this at safe points)."""
         if self._injected:
-            self.messages.extend(self._injected)
-            self._injected.clear()
+            injected, self._injected = self._injected, []
+            self.messages.extend(injected)
 
     def __repr__(self) -> str:
         return f"<Run {self.id} steps={self.steps} messages={len(self.messages)}>"

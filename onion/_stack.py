@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import sys
@@ -57,11 +58,11 @@ class Stack:
         self.use(*middleware)
 
     def use(self, *middleware: Any) -> Stack:
-        """Append middleware (functions, objects, classes, stacks); returns the stack."""
+        """Append middleware (functions, objects, classes, stacks, layers); returns the stack."""
         for item in middleware:
             if isinstance(item, type):
                 item = item()
-            self._items.append(item if isinstance(item, Stack) else Layer(item))
+            self._items.append(item if isinstance(item, (Stack, Layer)) else Layer(item))
         Stack.generation += 1
         return self
 
@@ -204,6 +205,8 @@ def _code(function: Callable[..., Any]) -> CodeType | None:
 def _name_of(source: Any) -> str:
     if isinstance(source, (FunctionType, MethodType)):
         return source.__qualname__.replace(".<locals>", "")
+    if isinstance(source, functools.partial):
+        return f"partial({_name_of(source.func)})"
     name = getattr(source, "name", None)
     return name if isinstance(name, str) else type(source).__name__
 
@@ -211,6 +214,8 @@ def _name_of(source: Any) -> str:
 def _resolve(source: Any, name: str) -> dict[str, Callable[..., Any]]:
     """Which kinds `source` wraps, and the function to call for each."""
     methods = {kind: getattr(source, method) for kind, method in _METHODS.items() if hasattr(source, method)}
+    for kind, method in methods.items():
+        _check_parameters(method, f"{name}.{_METHODS[kind]}")
     if methods:
         return methods
     if not callable(source):
@@ -224,12 +229,7 @@ def _resolve(source: Any, name: str) -> dict[str, Callable[..., Any]]:
 def _kinds_of(function: Callable[..., Any], name: str) -> tuple[str, ...]:
     """The kinds named by the annotation of the first parameter (all kinds if none)."""
     target = function if inspect.isfunction(function) or inspect.ismethod(function) else type(function).__call__
-    try:
-        parameters = list(inspect.signature(function).parameters.values())
-    except (TypeError, ValueError):
-        return KINDS
-    if len(parameters) < 2 and not any(p.kind is p.VAR_POSITIONAL for p in parameters):
-        raise TypeError(f"middleware {name} must take (ctx, call_next)")
+    parameters = _check_parameters(function, name)
     if not parameters or parameters[0].annotation is inspect.Parameter.empty:
         return KINDS
     try:
@@ -241,6 +241,18 @@ def _kinds_of(function: Callable[..., Any], name: str) -> tuple[str, ...]:
     if not kinds:
         raise TypeError(f"middleware {name}: cannot tell which calls it wraps from the annotation {annotation!r}")
     return tuple(kind for kind in KINDS if kind in kinds)
+
+
+def _check_parameters(function: Callable[..., Any], name: str) -> list[inspect.Parameter]:
+    """The parameters of `function`; a `TypeError` naming it unless it can be called as `(ctx, call_next)`."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) < 2 and not any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        raise TypeError(f"middleware {name} must take (ctx, call_next)")
+    return parameters
 
 
 def _kinds_of_annotation(annotation: Any) -> set[str]:

@@ -512,3 +512,26 @@ async def test_a_tools_layer_may_pass_on_an_empty_batch(parallel: bool) -> None:
     agent.parallel_tools = parallel
     result = await agent.use(answer_all).run("go")
     assert [m.text for m in result.messages if m.role == "tool"] == ["mine", "mine"]
+
+
+async def test_an_injection_that_races_the_flush_is_not_lost() -> None:
+    """A message injected while queued ones are being appended (a sync tool's thread) lands later."""
+
+    class InjectsWhileExtending(list[Message]):
+        run: Any = None
+
+        def extend(self, messages: Any) -> None:
+            super().extend(messages)
+            if self.run is not None:
+                run, self.run = self.run, None
+                run.inject("from a worker thread")
+
+    async def racing(ctx: Run, call_next: Any) -> Any:
+        messages = InjectsWhileExtending(ctx.messages)
+        messages.run = ctx
+        ctx.messages = messages
+        ctx.inject("queued")
+        return await call_next(ctx)
+
+    result = await Agent(ScriptedModel(["ok"]), middleware=[racing]).run("x")
+    assert [m.text for m in result.messages] == ["x", "queued", "ok", "from a worker thread"]

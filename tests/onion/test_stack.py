@@ -274,3 +274,38 @@ async def test_a_tools_layer_returning_unawaited_results_is_a_contract_error(che
     agent = Agent(tool_script(), tools=[add], middleware=[lazy], checked=checked)
     with pytest.raises(MiddlewareError, match=r"tools layers \['.*lazy'\] returned an un-awaited coroutine"):
         await agent.run("go")
+
+
+async def test_layers_of_one_stack_can_be_added_to_another() -> None:
+    """Iterating a stack gives its layers; each may be used again as it is."""
+    seen: list[tuple[str, str]] = []
+    copy = Stack(*Stack(recorder(seen, "a"), recorder(seen, "b")))
+    await Agent(ScriptedModel(["ok"]), middleware=[copy]).run("x")
+    assert [label for label, kind in seen if kind == "model"] == ["a", "b"]
+
+
+def test_a_layer_that_cannot_take_ctx_and_call_next_is_refused_when_added() -> None:
+    """Wrong parameters are a TypeError naming the layer at use(), not a failure mid-run."""
+
+    class Forgetful:
+        async def wrap_model(self, ctx: ModelCall) -> Any:
+            return None
+
+    async def keyword_only(ctx: ModelCall, *, call_next: Any) -> Any:
+        return await call_next(ctx)
+
+    with pytest.raises(TypeError, match=r"Forgetful\.wrap_model must take \(ctx, call_next\)"):
+        Stack(Forgetful)
+    with pytest.raises(TypeError, match=r"keyword_only must take \(ctx, call_next\)"):
+        Stack(keyword_only)
+
+
+def test_a_partial_is_named_after_its_function() -> None:
+    """Error messages and repr name the function a functools.partial wraps."""
+    import functools
+
+    async def labelled(label: str, ctx: ModelCall, call_next: Any) -> Any:
+        return await call_next(ctx)
+
+    [layer] = Stack(functools.partial(labelled, "x")).layers("model")
+    assert layer.name == "partial(test_a_partial_is_named_after_its_function.labelled)"
