@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import warnings
 from collections.abc import Callable
 from typing import Any, overload
 
@@ -110,9 +111,13 @@ def _arguments_model(function: Callable[..., Any], name: str) -> tuple[str | Non
         if annotation is ToolCall:
             context_parameter = parameter.name
             continue
+        if parameter.name.startswith("_") or parameter.name == "model_config":
+            raise TypeError(f"tool {name}: rename the parameter {parameter.name!r}; pydantic cannot take it as a field")
         default = ... if parameter.default is inspect.Parameter.empty else parameter.default
         fields[parameter.name] = (annotation, default)
-    model = pydantic.create_model(f"{name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Field name .* shadows an attribute", UserWarning)
+        model = pydantic.create_model(f"{name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields)
     return context_parameter, model
 
 

@@ -535,3 +535,29 @@ async def test_an_injection_that_races_the_flush_is_not_lost() -> None:
 
     result = await Agent(ScriptedModel(["ok"]), middleware=[racing]).run("x")
     assert [m.text for m in result.messages] == ["x", "queued", "ok", "from a worker thread"]
+
+
+async def test_tool_parameters_may_share_names_with_pydantic_model_attributes() -> None:
+    """`schema`, `json`, `copy`... are ordinary parameter names: no warning, and the tool works."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+
+        @tool
+        def query(schema: str, json: bool = False) -> str:
+            """Query a database schema."""
+            return f"{schema} {json}"
+
+    result = await Agent(ScriptedModel([[call("query", schema="public")], "ok"]), tools=[query]).run("x")
+    assert result.messages[-2].text == "public False"
+
+
+def test_a_tool_parameter_pydantic_cannot_take_is_refused_by_name() -> None:
+    """A parameter that could never be passed is a TypeError naming the tool and the parameter."""
+
+    def leaky(_secret: str) -> str:
+        return _secret
+
+    with pytest.raises(TypeError, match="tool leaky: rename the parameter '_secret'"):
+        tool(leaky)
