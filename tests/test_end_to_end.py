@@ -10,11 +10,9 @@ milliseconds so the file stays fast.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
-import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -67,26 +65,9 @@ GPT = "gpt-4o-mini"
 # -- fixtures ------------------------------------------------------------------------------------
 
 
-def _server_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "FakeProviderServer" or "process_request_thread" in t.name]
-
-
 @pytest.fixture(scope="module", autouse=True)
-def _one_ssl_context() -> Iterator[None]:
-    """Build the TLS context once per module: each SDK client otherwise loads CA certificates it never uses."""
-    import httpcore2
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(httpcore2, "default_ssl_context", functools.cache(httpcore2.default_ssl_context))
-        yield
-
-
-@pytest.fixture
-def server() -> Iterator[FakeProviderServer]:
-    """A running fake provider; after the test no thread of it is left."""
-    with FakeProviderServer() as fake:
-        yield fake
-    assert _server_threads() == []
+def _fast_tls(one_ssl_context: None) -> None:
+    """Build the TLS context once for this module (see tests/conftest.py)."""
 
 
 @pytest.fixture

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -16,37 +15,9 @@ from onion.testing import FakeProviderServer
 APIS = ["anthropic", "openai", "openai-responses"]
 
 
-def server_threads() -> list[threading.Thread]:
-    """Threads started by a FakeProviderServer (its loop and its per-connection handlers)."""
-    return [
-        thread
-        for thread in threading.enumerate()
-        if thread.name == "FakeProviderServer" or "process_request_thread" in thread.name
-    ]
-
-
 @pytest.fixture(scope="module", autouse=True)
-def one_ssl_context() -> Iterator[None]:
-    """Build the TLS context once per test module (undone after it).
-
-    Each SDK client otherwise spends ~45 ms loading CA certificates that it
-    never uses against the plain-HTTP fake server; nothing else changes.
-    """
-    import functools
-
-    import httpcore2
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(httpcore2, "default_ssl_context", functools.cache(httpcore2.default_ssl_context))
-        yield
-
-
-@pytest.fixture
-def server() -> Iterator[FakeProviderServer]:
-    """A running server; after the test, no thread of it may be left."""
-    with FakeProviderServer() as fake:
-        yield fake
-    assert server_threads() == []
+def _fast_tls(one_ssl_context: None) -> None:
+    """Every provider test module builds the TLS context once (see tests/conftest.py)."""
 
 
 def build_model(api: str, server: FakeProviderServer, **options: Any) -> ProviderModel:

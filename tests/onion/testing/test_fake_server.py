@@ -8,6 +8,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,10 +25,6 @@ from onion.testing import (
     call,
     malformed_call,
 )
-
-
-def server_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "FakeProviderServer" or "process_request_thread" in t.name]
 
 
 def post(url: str, body: Any, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
@@ -50,13 +47,6 @@ def sse_events(data: bytes) -> list[tuple[str | None, str]]:
         fields = dict(line.split(": ", 1) for line in frame.splitlines())
         events.append((fields.get("event"), fields["data"]))
     return events
-
-
-@pytest.fixture
-def server() -> Any:
-    with FakeProviderServer() as fake:
-        yield fake
-    assert server_threads() == []
 
 
 def test_it_answers_and_records_requests_in_order(server: FakeProviderServer) -> None:
@@ -154,7 +144,9 @@ def test_malformed_body_is_not_json(server: FakeProviderServer) -> None:
         json.loads(body)
 
 
-def test_close_cuts_a_delay_short_and_joins_every_thread() -> None:
+def test_close_cuts_a_delay_short_and_joins_every_thread(
+    live_server_threads: Callable[[], list[threading.Thread]],
+) -> None:
     """A request stuck in a long Delay does not hold up close(); no thread survives it."""
     fake = FakeProviderServer([Delay(30, "late")]).start()
     url = fake.url
@@ -175,7 +167,7 @@ def test_close_cuts_a_delay_short_and_joins_every_thread() -> None:
     client.join(5)
     assert time.monotonic() - started < 2
     assert failures
-    assert server_threads() == []
+    assert live_server_threads() == []
     fake.close()
 
 
@@ -190,7 +182,7 @@ def test_url_needs_a_running_server() -> None:
     assert "stopped" in repr(fake)
 
 
-async def test_it_works_as_an_async_context_manager() -> None:
+async def test_it_works_as_an_async_context_manager(live_server_threads: Callable[[], list[threading.Thread]]) -> None:
     async with FakeProviderServer(["hi"]) as fake:
         assert fake.remaining == 1
-    assert server_threads() == []
+    assert live_server_threads() == []
