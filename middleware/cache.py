@@ -111,7 +111,7 @@ class cache:
     `MemoryStore`; `SQLiteStore(path)` persists across processes.
     """
 
-    __slots__ = ("hits", "misses", "namespace", "store", "tools", "ttl")
+    __slots__ = ("hits", "misses", "namespace", "store", "tools", "ttl", "wrap_only")
 
     def __init__(
         self,
@@ -124,6 +124,7 @@ class cache:
         if ttl is not None and ttl <= 0:
             raise ValueError(f"cache: ttl must be positive seconds or None, got {ttl!r}")
         self.ttl, self.namespace, self.tools = ttl, namespace, tools
+        self.wrap_only = ("model", "tool") if tools else ("model",)
         self.store: CacheStore = store if store is not None else MemoryStore()
         self.hits = self.misses = 0
 

@@ -33,7 +33,7 @@ class concurrency:
     (each `run_sync` starts one) starts over with fresh semaphores.
     """
 
-    __slots__ = ("_loop", "_semaphores", "limit", "models", "per_tool")
+    __slots__ = ("_loop", "_semaphores", "limit", "models", "per_tool", "wrap_only")
 
     def __init__(
         self, limit: int | None = 8, *, per_tool: Mapping[str, int] | None = None, models: int | None = None
@@ -44,6 +44,7 @@ class concurrency:
         self.limit = limit
         self.per_tool = dict(per_tool or {})
         self.models = models
+        self.wrap_only = ("model", "tool") if models is not None else ("tool",)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphores = _Semaphores(limit, self.per_tool, models)
 

@@ -85,7 +85,7 @@ class retry:
     attempt, outside to bound them all.
     """
 
-    __slots__ = ("_model", "_tool", "attempts", "max_delay", "policy", "sleep", "tools")
+    __slots__ = ("_model", "_tool", "attempts", "max_delay", "policy", "sleep", "tools", "wrap_only")
 
     def __init__(
         self,
@@ -102,6 +102,7 @@ class retry:
         if policy is not None and policy_options:
             raise TypeError(f"retry: pass either policy= or {sorted(policy_options)}, not both")
         self.attempts, self.max_delay, self.tools, self.sleep = attempts, max_delay, tools, sleep
+        self.wrap_only = ("model",) if tools is False else ("model", "tool")
         self.policy = policy if policy is not None else RetryPolicy(**policy_options)
         self._model = self._retrying(self.policy.retries_model)
         self._tool = self._retrying(self.policy.retries_tool)

@@ -42,7 +42,7 @@ class timeout:
     propagates unchanged.
     """
 
-    __slots__ = ("per_tool", "run", "seconds", "tools")
+    __slots__ = ("per_tool", "run", "seconds", "tools", "wrap_only")
 
     def __init__(
         self,
@@ -57,6 +57,8 @@ class timeout:
                 raise ValueError(f"timeout: {label} must be a positive number of seconds or None, got {value!r}")
         self.seconds, self.tools, self.run = seconds, tools, run
         self.per_tool = dict(per_tool or {})
+        wraps = {"run": run is not None, "model": seconds is not None, "tool": bool(tools or self.per_tool)}
+        self.wrap_only = tuple(kind for kind, used in wraps.items() if used)
 
     async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
         if self.run is None:

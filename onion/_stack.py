@@ -212,8 +212,16 @@ def _name_of(source: Any) -> str:
 
 
 def _resolve(source: Any, name: str) -> dict[str, Callable[..., Any]]:
-    """Which kinds `source` wraps, and the function to call for each."""
+    """Which kinds `source` wraps, and the function to call for each.
+
+    An object with `wrap_*` methods may also have `wrap_only` (a collection of
+    kind names): only those of its methods are used, so a configured-off
+    method costs nothing and is not listed.
+    """
     methods = {kind: getattr(source, method) for kind, method in _METHODS.items() if hasattr(source, method)}
+    only = getattr(source, "wrap_only", None) if methods else None
+    if only is not None:
+        methods = {kind: method for kind, method in methods.items() if kind in only}
     for kind, method in methods.items():
         _check_parameters(method, f"{name}.{_METHODS[kind]}")
     if methods:

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from middleware import budget, cache, fallback, log, rate_limit, retry, timeout
+from middleware import budget, cache, concurrency, fallback, log, rate_limit, retry, timeout
 from middleware.rate_limit import RateLimitExceeded
 from onion import Agent, Message, ModelResponse, Stack, Usage
 from onion.errors import ServerError
@@ -76,3 +76,12 @@ async def test_the_recommended_order_runs_end_to_end(caplog: pytest.LogCaptureFi
     second = await agent.run("hi")
     assert second.output == "from backup" and second.usage == Usage()
     assert "cached" in [r for r in caplog.records if r.kind == "model"][-1].getMessage()  # type: ignore[attr-defined]
+
+
+def test_layers_configured_off_for_a_kind_are_not_in_its_chain() -> None:
+    bare = Stack(cache, retry, timeout, concurrency)
+    assert [layer.name for layer in bare.layers("tool")] == ["concurrency"]
+    assert [layer.name for layer in bare.layers("model")] == ["cache", "retry", "timeout"]
+    configured = Stack(cache(tools=True), retry(tools=True), timeout(tools=5), concurrency(models=2))
+    assert [layer.name for layer in configured.layers("tool")] == ["cache", "retry", "timeout", "concurrency"]
+    assert [layer.name for layer in configured.layers("model")] == ["cache", "retry", "timeout", "concurrency"]

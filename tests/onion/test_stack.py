@@ -309,3 +309,20 @@ def test_a_partial_is_named_after_its_function() -> None:
 
     [layer] = Stack(functools.partial(labelled, "x")).layers("model")
     assert layer.name == "partial(test_a_partial_is_named_after_its_function.labelled)"
+
+
+async def test_wrap_only_limits_an_object_to_some_of_its_wrap_methods() -> None:
+    class Configurable:
+        def __init__(self, tools: bool) -> None:
+            self.wrap_only = ("model", "tool") if tools else ("model",)
+
+        async def wrap_model(self, ctx: ModelCall, call_next: Any) -> Any:
+            return await call_next(ctx)
+
+        async def wrap_tool(self, ctx: ToolCall, call_next: Any) -> Any:
+            raise AssertionError("configured off")
+
+    assert [kind for layer in Stack(Configurable(tools=False)) for kind in layer.wraps] == ["model"]
+    assert [kind for layer in Stack(Configurable(tools=True)) for kind in layer.wraps] == ["model", "tool"]
+    result = await Agent(tool_script(), tools=[add], middleware=[Configurable(tools=False)]).run("go")
+    assert result.output == "done"
