@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import threading
@@ -54,18 +55,20 @@ class MemoryStore:
 class SQLiteStore:
     """A SQLite file shared by every process on this machine; survives restarts.
 
-    Queries run inline (a keyed lookup in WAL mode takes microseconds);
-    expired rows are deleted when read and by `purge()`.
+    Queries run in a worker thread, so a lock held by another process (up
+    to `busy_timeout` seconds) never blocks the event loop. Expired rows are
+    deleted when read and by `purge()`. Close it with `close()` or use it
+    as a context manager.
     """
 
-    def __init__(self, path: str | Path, *, table: str = "onion_cache") -> None:
+    def __init__(self, path: str | Path, *, table: str = "onion_cache", busy_timeout: float = 10.0) -> None:
         import sqlite3
 
         if not table.isidentifier():
             raise ValueError(f"SQLiteStore: table name {table!r} must be an identifier")
         self.path, self.table = str(path), table
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10)
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=busy_timeout)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
@@ -73,6 +76,15 @@ class SQLiteStore:
         )
 
     async def get(self, key: str) -> str | None:
+        return await asyncio.to_thread(self._get, key)
+
+    async def set(self, key: str, value: str, ttl: float | None) -> None:
+        expires = None if ttl is None else time.time() + ttl
+        await asyncio.to_thread(
+            self._execute, f"INSERT OR REPLACE INTO {self.table} VALUES (?, ?, ?)", key, value, expires
+        )
+
+    def _get(self, key: str) -> str | None:
         with self._lock:
             row = self._db.execute(f"SELECT value, expires FROM {self.table} WHERE key = ?", (key,)).fetchone()
             if row is None:
@@ -82,18 +94,23 @@ class SQLiteStore:
                 return None
             return str(row[0])
 
-    async def set(self, key: str, value: str, ttl: float | None) -> None:
-        expires = None if ttl is None else time.time() + ttl
+    def _execute(self, statement: str, *parameters: Any) -> int:
         with self._lock:
-            self._db.execute(f"INSERT OR REPLACE INTO {self.table} VALUES (?, ?, ?)", (key, value, expires))
+            return self._db.execute(statement, parameters).rowcount
 
     def purge(self) -> int:
         """Delete expired rows; returns how many."""
-        with self._lock:
-            return self._db.execute(f"DELETE FROM {self.table} WHERE expires < ?", (time.time(),)).rowcount
+        return self._execute(f"DELETE FROM {self.table} WHERE expires < ?", time.time())
 
     def close(self) -> None:
-        self._db.close()
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 class cache:

@@ -123,7 +123,8 @@ async def test_memory_store_evicts_the_least_recently_used() -> None:
 async def test_sqlite_store_persists_across_instances_and_expires(tmp_path: Path) -> None:
     path = tmp_path / "cache.db"
     model = counting_model()
-    await Agent(model).use(cache(store=SQLiteStore(path))).run("hi")
+    with SQLiteStore(path) as first:
+        await Agent(model).use(cache(store=first)).run("hi")
     reopened = SQLiteStore(path)
     result = await Agent(model).use(cache(store=reopened)).run("hi")
     assert len(model.requests) == 1 and result.output == "hello"
@@ -134,6 +135,31 @@ async def test_sqlite_store_persists_across_instances_and_expires(tmp_path: Path
     await asyncio.sleep(0.01)
     assert reopened.purge() == 1
     reopened.close()
+
+
+async def test_sqlite_store_waits_for_another_process_lock_without_blocking_the_loop(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "locked.db"
+    with SQLiteStore(path, busy_timeout=2) as store:
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        ticking = asyncio.create_task(ticker())
+        writing = asyncio.create_task(store.set("k", "v", None))
+        await asyncio.sleep(0.15)
+        other.execute("COMMIT")
+        await writing
+        ticking.cancel()
+        other.close()
+        assert ticks >= 5 and await store.get("k") == "v"
 
 
 def test_sqlite_store_rejects_a_table_name_that_is_not_an_identifier(tmp_path: Path) -> None:
