@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from typing import Any
 
 from onion import Handler, ModelCall, ModelResponse, ToolCall, ToolResult
 
@@ -60,23 +61,16 @@ class concurrency:
         own = semaphores.per_tool.get(call.name)
         if own is not None:
             async with own:
-                return await self._global(semaphores.tools, call, call_next)
-        return await self._global(semaphores.tools, call, call_next)
-
-    @staticmethod
-    async def _global(semaphore: asyncio.Semaphore | None, call: ToolCall, call_next: Handler) -> ToolResult:
-        if semaphore is None:
-            result: ToolResult = await call_next(call)
-            return result
-        async with semaphore:
-            result = await call_next(call)
-            return result
+                return await _within(semaphores.tools, call, call_next)  # type: ignore[no-any-return]
+        return await _within(semaphores.tools, call, call_next)  # type: ignore[no-any-return]
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
-        semaphore = self._current().models
-        if semaphore is None:
-            response: ModelResponse = await call_next(call)
-            return response
-        async with semaphore:
-            response = await call_next(call)
-            return response
+        return await _within(self._current().models, call, call_next)  # type: ignore[no-any-return]
+
+
+async def _within(semaphore: asyncio.Semaphore | None, ctx: Any, call_next: Handler) -> Any:
+    """`call_next(ctx)`, holding `semaphore` if there is one."""
+    if semaphore is None:
+        return await call_next(ctx)
+    async with semaphore:
+        return await call_next(ctx)
