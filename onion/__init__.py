@@ -11,9 +11,10 @@ from ._agent import Agent
 from ._calls import Call, ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
 from ._events import Event, ModelCallFinished, RunFinished, StreamReset, TextDelta, ToolCallStarted, ToolResultEvent
 from ._history import check_history
+from ._layers import Layer
 from ._messages import Message, Role, ToolRequest, Usage
 from ._model import Model, resolve_model
-from ._stack import Handler, Layer, Stack
+from ._stack import Handler, Stack
 from ._tools import Tool, tool
 from .errors import MaxStepsExceeded, MessageOrderError, MiddlewareError, ModelError, OnionError
 

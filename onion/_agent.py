@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -12,7 +11,7 @@ from ._events import Event, ModelCallFinished, RunFinished, StreamReset, TextDel
 from ._history import check_history
 from ._messages import Message
 from ._model import Model, resolve_model
-from ._stack import Handler, Stack, blame, checked_by_default
+from ._stack import Handler, Stack, bad_result, checked_by_default, concurrent_call_next
 from ._tools import Tool, as_tool, render
 from .errors import MaxStepsExceeded, MiddlewareError, ToolArgumentsError
 
@@ -60,7 +59,7 @@ class Agent:
         self.checked = checked_by_default() if checked is None else checked
         self.stack = Stack(*middleware, name=self.name)
         self._chains: _Chains | None = None
-        self._generation = -1
+        self._version = -1
 
     async def aclose(self) -> None:
         """Close the model's client if onion built it (a model given as a string); idempotent."""
@@ -140,7 +139,7 @@ class Agent:
     async def _run(self, chains: _Chains, run: Run) -> RunResult:
         result = await chains.run(run)
         if not isinstance(result, RunResult):
-            raise MiddlewareError(blame(chains.stack.layers("run"), "run", result))
+            raise bad_result(chains.stack, "run", result)
         run.flush_injected()
         return result
 
@@ -158,7 +157,7 @@ class Agent:
         return messages
 
     def _compiled(self) -> _Chains:
-        if self._chains is None or self._generation != Stack.generation:
+        if self._chains is None or self._version != self.stack.version:
             stack, checked = self.stack, self.checked
             self._chains = _Chains(
                 stack.compose("run", self._loop, checked=checked),
@@ -167,7 +166,7 @@ class Agent:
                 stack.compose("tool", self._execute, checked=checked),
                 stack,
             )
-            self._generation = Stack.generation
+            self._version = self.stack.version
         return self._chains
 
     # -- the loop --------------------------------------------------------------
@@ -186,7 +185,7 @@ class Agent:
             call = ModelCall(run, list(run.messages), list(self.tools), self.model, dict(self.settings))
             response = await chains.model(call)
             if not isinstance(response, ModelResponse):
-                raise MiddlewareError(blame(chains.stack.layers("model"), "model", response))
+                raise bad_result(chains.stack, "model", response)
             run.usage.add(response.usage)
             if run.emit is not None:
                 self._emit_response(run, call, response)
@@ -210,11 +209,11 @@ class Agent:
         try:
             results = await chains.tools(ToolBatch(run, calls, response))
             if not isinstance(results, list) or len(results) != len(calls):
-                raise MiddlewareError(_bad_batch(chains.stack, calls, results))
+                raise bad_result(chains.stack, "tools", results, expected_count=len(calls))
             answers = []
             for call, result in zip(calls, results, strict=True):
                 if not isinstance(result, ToolResult):
-                    raise MiddlewareError(_bad_batch(chains.stack, calls, results))
+                    raise bad_result(chains.stack, "tools", results, expected_count=len(calls))
                 answers.append(Message.tool(call.id, result.content, result.is_error))
         except BaseException as error:
             reason = "the run was cancelled" if isinstance(error, asyncio.CancelledError) else type(error).__name__
@@ -236,10 +235,7 @@ class Agent:
         """The innermost point of the model chain: check the history, then ask the model."""
         check_history(call.messages)
         if call._entered:
-            raise MiddlewareError(
-                "call_next was awaited concurrently for the same model call by one of "
-                f"{[layer.name for layer in self.stack.layers('model')]}"
-            )
+            raise concurrent_call_next(f"one of {[layer.name for layer in self.stack.layers('model')]}", "model")
         call._entered = True
         try:
             stream = getattr(call.model, "stream", None)
@@ -294,7 +290,7 @@ class Agent:
                 content=f"Tool {call.name} failed: {type(error).__name__}: {error}", is_error=True, call_id=call.id
             )
         if not isinstance(result, ToolResult):
-            raise MiddlewareError(blame(chains.stack.layers("tool"), "tool", result))
+            raise bad_result(chains.stack, "tool", result)
         if call.run.emit is not None:
             call.run.emit(ToolResultEvent(call.id, call.name, result))
         return result
@@ -321,10 +317,7 @@ class Agent:
                 content=f"{error}. Fix the arguments and call {call.name} again.", is_error=True, call_id=call.id
             )
         if call._entered:
-            raise MiddlewareError(
-                f"call_next was awaited concurrently for the same tool call by one of "
-                f"{[layer.name for layer in self.stack.layers('tool')]}"
-            )
+            raise concurrent_call_next(f"one of {[layer.name for layer in self.stack.layers('tool')]}", "tool")
         call._entered = True
         try:
             value = await tool.invoke(args, call)
@@ -334,21 +327,3 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"<Agent {self.name} model={getattr(self.model, 'name', self.model)!s} tools={len(self.tools)}>"
-
-
-def _bad_batch(stack: Stack, calls: list[ToolCall], results: Any) -> str:
-    """Why what the tools chain returned is not one `ToolResult` per call, naming the tools layers."""
-    layers = [layer.name for layer in stack.layers("tools")]
-    if not isinstance(results, list):
-        return blame(stack.layers("tools"), "tools", results)
-    if len(results) != len(calls):
-        return f"the tools layers returned {len(results)} results for {len(calls)} calls (layers: {layers})"
-    index, wrong = next((i, r) for i, r in enumerate(results) if not isinstance(r, ToolResult))
-    if inspect.iscoroutine(wrong):
-        what = "an un-awaited coroutine (write `await call_next(ctx)`)"
-    else:
-        what = f"{type(wrong).__name__} {wrong!r:.80}"
-    for result in results:
-        if inspect.iscoroutine(result):
-            result.close()
-    return f"the tools layers {layers} returned {what} at position {index} where each result must be a ToolResult"

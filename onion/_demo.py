@@ -11,8 +11,9 @@ from typing import Any
 
 from ._agent import Agent
 from ._calls import Call, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
+from ._layers import Layer
 from ._messages import Message, ToolRequest, Usage
-from ._stack import Handler, Layer, Stack
+from ._stack import Handler, Stack
 from ._tools import tool
 from .errors import RateLimitedError
 from .hooks import Block, after_tools, before_each_tool

@@ -1,60 +1,36 @@
-"""Composing middleware into one chain per kind of call, built once."""
+"""Composing layers into one chain per kind of call, built once, and checking what a chain returns."""
 
 from __future__ import annotations
 
-import functools
 import inspect
 import os
 import sys
-import typing
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+import weakref
+from collections.abc import Awaitable, Callable, Iterator
 from types import CodeType, FunctionType, MethodType
-from typing import Any, ClassVar
+from typing import Any
 
-from ._calls import Call, ModelCall, Run, ToolBatch, ToolCall
+from ._layers import KINDS, Layer
 from .errors import MiddlewareError
 
 Handler = Callable[[Any], Awaitable[Any]]
-"""`call_next`: takes the context, returns an awaitable of the result."""
-
-KINDS = ("run", "model", "tools", "tool")
-_KIND_OF_CLASS: dict[type, tuple[str, ...]] = {
-    Run: ("run",),
-    ModelCall: ("model",),
-    ToolBatch: ("tools",),
-    ToolCall: ("tool",),
-    Call: KINDS,
-}
-_METHODS = {"run": "wrap_run", "model": "wrap_model", "tools": "wrap_tools", "tool": "wrap_tool"}
-
-
-class Layer:
-    """One middleware of a stack, with the function it runs for each kind it wraps."""
-
-    __slots__ = ("name", "source", "wraps")
-
-    def __init__(self, source: Any) -> None:
-        self.source = source
-        self.name = _name_of(source)
-        self.wraps: dict[str, Callable[..., Any]] = _resolve(source, self.name)
-
-    def __repr__(self) -> str:
-        return f"<Layer {self.name} wraps {', '.join(self.wraps)}>"
+"""`call_next` for any kind: takes the context, returns an awaitable of the result."""
 
 
 class Stack:
     """An ordered, reusable list of middleware; the first added is the outermost.
 
     A stack is itself a middleware: nest it in another stack or agent, and
-    every agent that uses it shares its layers (and their state).
+    every agent that uses it shares its layers (and their state). A change to
+    a stack rebuilds the chains of the agents that use it, and only those.
     """
-
-    generation: ClassVar[int] = 0
-    """Bumped whenever any stack changes, so agents rebuild their chains."""
 
     def __init__(self, *middleware: Any, name: str | None = None) -> None:
         self.name = name
+        self.version = 0
+        """Bumped when this stack or a stack nested in it changes."""
         self._items: list[Layer | Stack] = []
+        self._parents: weakref.WeakSet[Stack] = weakref.WeakSet()
         self.use(*middleware)
 
     def use(self, *middleware: Any) -> Stack:
@@ -62,20 +38,38 @@ class Stack:
         for item in middleware:
             if isinstance(item, type):
                 item = item()
+            if isinstance(item, Stack):
+                if item is self or self in item._nested():
+                    raise MiddlewareError(f"{item.label} cannot be added to {self.label}: it would contain itself")
+                item._parents.add(self)
             self._items.append(item if isinstance(item, (Stack, Layer)) else Layer(item))
-        Stack.generation += 1
+        self._changed()
         return self
+
+    @property
+    def label(self) -> str:
+        """How errors and listings name this stack (never flattens it)."""
+        return f"stack {self.name!r}" if self.name else f"stack at {id(self):#x}"
+
+    def _changed(self) -> None:
+        self.version += 1
+        for parent in list(self._parents):
+            parent._changed()
+
+    def _nested(self) -> Iterator[Stack]:
+        for item in self._items:
+            if isinstance(item, Stack):
+                yield item
+                yield from item._nested()
 
     def layers(self, kind: str | None = None) -> list[Layer]:
         """The flattened layers, outermost first; only those wrapping `kind` if given."""
         return [layer for layer in self._flatten() if kind is None or kind in layer.wraps]
 
-    def _flatten(self, seen: tuple[Stack, ...] = ()) -> Iterator[Layer]:
-        if self in seen:
-            raise MiddlewareError(f"stack {self!r} contains itself")
+    def _flatten(self) -> Iterator[Layer]:
         for item in self._items:
             if isinstance(item, Stack):
-                yield from item._flatten((*seen, self))
+                yield from item._flatten()
             else:
                 yield item
 
@@ -95,7 +89,7 @@ class Stack:
             chain = _checked(layer.name, function, chain, kind) if checked else bind(function, chain)
         return chain
 
-    async def __call__(self, ctx: Call, call_next: Handler) -> Any:
+    async def __call__(self, ctx: Any, call_next: Handler) -> Any:
         return await self.compose(ctx.kind, call_next)(ctx)
 
     def __len__(self) -> int:
@@ -107,9 +101,20 @@ class Stack:
     def __repr__(self) -> str:
         lines = [f"Stack({self.name})" if self.name else "Stack"]
         for kind in KINDS:
-            names = [layer.name for layer in self.layers(kind)]
-            lines.append(f"  {kind + ':':7} {' -> '.join(names) if names else '(none)'}")
+            lines.append(f"  {kind + ':':7} {self._listing(kind) or '(none)'}")
         return "\n".join(lines)
+
+    def _listing(self, kind: str) -> str:
+        """The layers wrapping `kind`, nested stacks shown by name: `log -> shared[retry -> cache]`."""
+        names = []
+        for item in self._items:
+            if isinstance(item, Stack):
+                inner = item._listing(kind)
+                if inner:
+                    names.append(f"{item.name or 'Stack'}[{inner}]")
+            elif kind in item.wraps:
+                names.append(item.name)
+        return " -> ".join(names)
 
 
 def checked_by_default() -> bool:
@@ -122,8 +127,9 @@ def bind(function: Callable[..., Any], call_next: Handler) -> Handler:
     For a plain function or method taking exactly `(ctx, call_next)`, the
     result is a copy of the function with `call_next` as the default of its
     second parameter, so calling the next layer costs one frame: its own.
-    Each copy gets its own code object, so CPython specialises each call
-    site for the one callee it always sees. Other callables get a lambda.
+    The copy shares the function's code object, so profilers, debuggers and
+    coverage see every call as a call of the user's function. Other callables
+    get a lambda.
     """
     target = function.__func__ if isinstance(function, MethodType) else function
     positional = 3 if isinstance(function, MethodType) else 2
@@ -133,15 +139,14 @@ def bind(function: Callable[..., Any], call_next: Handler) -> Handler:
         and not target.__defaults__
         and not target.__code__.co_flags & inspect.CO_VARARGS
     ):
-        code = target.__code__.replace()
-        copy = FunctionType(code, target.__globals__, target.__name__, (call_next,), target.__closure__)
+        copy = FunctionType(target.__code__, target.__globals__, target.__name__, (call_next,), target.__closure__)
         copy.__kwdefaults__ = target.__kwdefaults__
         copy.__qualname__ = target.__qualname__
         return MethodType(copy, function.__self__) if isinstance(function, MethodType) else copy
     return lambda ctx: function(ctx, call_next)
 
 
-def expected_type(kind: str) -> type | tuple[type, ...]:
+def expected_type(kind: str) -> type:
     from ._calls import ModelResponse, RunResult, ToolResult
 
     return {"run": RunResult, "model": ModelResponse, "tools": list, "tool": ToolResult}[kind]
@@ -154,7 +159,7 @@ def _checked(name: str, function: Callable[..., Any], call_next: Handler, kind: 
 
     async def guarded_next(ctx: Any) -> Any:
         if id(ctx) in in_flight:
-            raise MiddlewareError(f"layer {name} awaited call_next concurrently for the same {kind} call")
+            raise concurrent_call_next(f"layer {name}", kind)
         in_flight.add(id(ctx))
         try:
             return await call_next(ctx)
@@ -170,13 +175,22 @@ def _checked(name: str, function: Callable[..., Any], call_next: Handler, kind: 
     return checked
 
 
-def wrong_result(name: str, kind: str, result: Any) -> str:
-    expect = expected_type(kind)
-    wanted = expect.__name__ if isinstance(expect, type) else " or ".join(t.__name__ for t in expect)
-    if inspect.iscoroutine(result):
-        result.close()
-        return f"layer {name} returned an un-awaited coroutine; write `return await call_next(ctx)`"
-    return f"layer {name} returned {type(result).__name__} {result!r:.80} where a {kind} layer must return {wanted}"
+def concurrent_call_next(who: str, kind: str) -> MiddlewareError:
+    """The error for a layer that awaited `call_next` while an earlier await for the same call was running."""
+    return MiddlewareError(f"{who} awaited call_next concurrently for the same {kind} call")
+
+
+def bad_result(stack: Stack, kind: str, result: Any, *, expected_count: int | None = None) -> MiddlewareError:
+    """The error for a fast chain of `stack` whose result is not what a `kind` chain must return.
+
+    Names the culprit when it can be known: the only layer, or the layer that
+    returned an un-awaited coroutine; otherwise lists the candidates. For the
+    tools kind, `expected_count` is the number of calls in the batch.
+    """
+    layers = stack.layers(kind)
+    if kind == "tools" and isinstance(result, list):
+        return MiddlewareError(_bad_batch(layers, result, expected_count))
+    return MiddlewareError(blame(layers, kind, result))
 
 
 def blame(layers: list[Layer], kind: str, result: Any) -> str:
@@ -197,89 +211,32 @@ def blame(layers: list[Layer], kind: str, result: Any) -> str:
     )
 
 
+def wrong_result(name: str, kind: str, result: Any) -> str:
+    wanted = expected_type(kind).__name__
+    if inspect.iscoroutine(result):
+        result.close()
+        return f"layer {name} returned an un-awaited coroutine; write `return await call_next(ctx)`"
+    return f"layer {name} returned {type(result).__name__} {result!r:.80} where a {kind} layer must return {wanted}"
+
+
+def _bad_batch(layers: list[Layer], results: list[Any], expected_count: int | None) -> str:
+    """Why a tools chain's list is not one `ToolResult` per call, naming the tools layers."""
+    from ._calls import ToolResult
+
+    names = [layer.name for layer in layers]
+    if expected_count is not None and len(results) != expected_count:
+        return f"the tools layers returned {len(results)} results for {expected_count} calls (layers: {names})"
+    index, wrong = next((i, r) for i, r in enumerate(results) if not isinstance(r, ToolResult))
+    if inspect.iscoroutine(wrong):
+        what = "an un-awaited coroutine (write `await call_next(ctx)`)"
+    else:
+        what = f"{type(wrong).__name__} {wrong!r:.80}"
+    for result in results:
+        if inspect.iscoroutine(result):
+            result.close()
+    return f"the tools layers {names} returned {what} at position {index} where each result must be a ToolResult"
+
+
 def _code(function: Callable[..., Any]) -> CodeType | None:
     target = getattr(function, "__func__", function)
     return getattr(target, "__code__", None)
-
-
-def _name_of(source: Any) -> str:
-    if isinstance(source, (FunctionType, MethodType)):
-        return source.__qualname__.replace(".<locals>", "")
-    if isinstance(source, functools.partial):
-        return f"partial({_name_of(source.func)})"
-    name = getattr(source, "name", None)
-    return name if isinstance(name, str) else type(source).__name__
-
-
-def _resolve(source: Any, name: str) -> dict[str, Callable[..., Any]]:
-    """Which kinds `source` wraps, and the function to call for each.
-
-    An object with `wrap_*` methods may also have `wrap_only` (a collection of
-    kind names): only those of its methods are used, so a configured-off
-    method costs nothing and is not listed.
-    """
-    methods = {kind: getattr(source, method) for kind, method in _METHODS.items() if hasattr(source, method)}
-    only = getattr(source, "wrap_only", None) if methods else None
-    if only is not None:
-        methods = {kind: method for kind, method in methods.items() if kind in only}
-    for kind, method in methods.items():
-        _check_parameters(method, f"{name}.{_METHODS[kind]}")
-    if methods:
-        return methods
-    if not callable(source):
-        raise TypeError(
-            f"{name!r} is not a middleware: pass an `async def mw(ctx, call_next)`, "
-            "an object with wrap_run/wrap_model/wrap_tools/wrap_tool methods, or a Stack"
-        )
-    return {kind: source for kind in _kinds_of(source, name)}
-
-
-def _kinds_of(function: Callable[..., Any], name: str) -> tuple[str, ...]:
-    """The kinds named by the annotation of the first parameter (all kinds if none)."""
-    target = function if inspect.isfunction(function) or inspect.ismethod(function) else type(function).__call__
-    parameters = _check_parameters(function, name)
-    if not parameters or parameters[0].annotation is inspect.Parameter.empty:
-        return KINDS
-    try:
-        hints = typing.get_type_hints(target)
-        annotation: Any = hints.get(parameters[0].name, parameters[0].annotation)
-    except Exception:
-        annotation = parameters[0].annotation
-    kinds = _kinds_of_annotation(annotation)
-    if not kinds:
-        raise TypeError(f"middleware {name}: cannot tell which calls it wraps from the annotation {annotation!r}")
-    return tuple(kind for kind in KINDS if kind in kinds)
-
-
-def _check_parameters(function: Callable[..., Any], name: str) -> list[inspect.Parameter]:
-    """The parameters of `function`; a `TypeError` naming it unless it can be called as `(ctx, call_next)`."""
-    try:
-        parameters = list(inspect.signature(function).parameters.values())
-    except (TypeError, ValueError):
-        return []
-    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if len(positional) < 2 and not any(p.kind is p.VAR_POSITIONAL for p in parameters):
-        raise TypeError(f"middleware {name} must take (ctx, call_next)")
-    return parameters
-
-
-def _kinds_of_annotation(annotation: Any) -> set[str]:
-    if isinstance(annotation, str):
-        named = {kind for cls, kinds in _KIND_OF_CLASS.items() for kind in kinds if cls.__name__ in _words(annotation)}
-        return named or (set(KINDS) if annotation in ("Any", "object") else set())
-    if annotation is Any or annotation is object:
-        return set(KINDS)
-    if isinstance(annotation, type):
-        for cls, kinds in _KIND_OF_CLASS.items():
-            if issubclass(annotation, cls):
-                return set(kinds)
-        return set()
-    found: set[str] = set()
-    for argument in typing.get_args(annotation):
-        if argument is not type(None):
-            found |= _kinds_of_annotation(argument)
-    return found
-
-
-def _words(text: str) -> Iterable[str]:
-    return text.replace("|", " ").replace("[", " ").replace("]", " ").replace(",", " ").replace(".", " ").split()

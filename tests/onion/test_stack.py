@@ -326,3 +326,119 @@ async def test_wrap_only_limits_an_object_to_some_of_its_wrap_methods() -> None:
     assert [kind for layer in Stack(Configurable(tools=True)) for kind in layer.wraps] == ["model", "tool"]
     result = await Agent(tool_script(), tools=[add], middleware=[Configurable(tools=False)]).run("go")
     assert result.output == "done"
+
+
+def test_a_stack_that_would_contain_itself_is_refused_by_name() -> None:
+    """Adding a stack into itself (directly or through a nested stack) is refused, naming it, not a RecursionError."""
+    outer = Stack(name="outer")
+    inner = Stack(outer, name="inner")
+    with pytest.raises(MiddlewareError, match="stack 'inner' cannot be added to stack 'outer'"):
+        outer.use(inner)
+    with pytest.raises(MiddlewareError, match="would contain itself"):
+        outer.use(outer)
+    assert "Stack(outer)" in repr(outer)
+
+
+def test_wrap_only_naming_a_missing_method_says_so() -> None:
+    """`wrap_only=("tools",)` on an object without `wrap_tools` names the missing method."""
+
+    class A:
+        wrap_only = ("tools",)
+
+        async def wrap_tool(self, ctx: ToolCall, call_next: Any) -> Any:
+            return await call_next(ctx)
+
+    with pytest.raises(TypeError, match=r"A\.wrap_only names 'tools' but A has no wrap_tools method"):
+        Stack(A())
+
+
+def test_wrap_only_with_an_unknown_kind_is_refused() -> None:
+    class B:
+        wrap_only = ("models",)
+
+        async def wrap_model(self, ctx: ModelCall, call_next: Any) -> Any:
+            return await call_next(ctx)
+
+    with pytest.raises(TypeError, match="'models', which is not a kind"):
+        Stack(B())
+
+
+def test_a_misspelt_wrap_method_is_refused_with_a_suggestion() -> None:
+    """A `wrap_tol` method would be silently ignored; it is a TypeError suggesting `wrap_tool`."""
+
+    class C:
+        async def wrap_tol(self, ctx: ToolCall, call_next: Any) -> Any:
+            return await call_next(ctx)
+
+    with pytest.raises(TypeError, match="C has wrap_tol, which onion never calls; did you mean wrap_tool"):
+        Stack(C())
+
+
+def test_a_layer_configured_off_for_every_kind_wraps_nothing() -> None:
+    class D:
+        wrap_only = ()
+
+        async def wrap_model(self, ctx: ModelCall, call_next: Any) -> Any:
+            return await call_next(ctx)
+
+    assert Stack(D()).layers() and not Stack(D()).layers("model")
+
+
+def test_print_shows_nested_stacks_by_name() -> None:
+    async def log(ctx: ModelCall, call_next: Any) -> Any:
+        return await call_next(ctx)
+
+    async def retry(ctx: ModelCall, call_next: Any) -> Any:
+        return await call_next(ctx)
+
+    shared = Stack(retry, name="shared")
+    text = repr(Stack(log, shared, name="app"))
+    prefix = "test_print_shows_nested_stacks_by_name"
+    assert f"model:  {prefix}.log -> shared[{prefix}.retry]" in text
+    assert "tool:   (none)" in text
+
+
+async def test_changing_one_stack_rebuilds_only_the_agents_that_use_it() -> None:
+    """A per-stack version: `use()` on one stack leaves other agents' chains alone and reaches nesting agents."""
+    shared = Stack(name="shared")
+    user = Agent(ScriptedModel(["a", "b"]), middleware=[shared])
+    other = Agent(ScriptedModel(["a", "b"]))
+    await user.run("x")
+    await other.run("x")
+    user_chains, other_chains = user._chains, other._chains
+
+    seen: list[str] = []
+
+    async def spy(ctx: ModelCall, call_next: Any) -> Any:
+        seen.append("spy")
+        return await call_next(ctx)
+
+    shared.use(spy)
+    await user.run("x")
+    await other.run("x")
+    assert seen == ["spy"]
+    assert user._chains is not user_chains and other._chains is other_chains
+
+
+def test_every_layer_call_is_visible_to_cprofile() -> None:
+    """Profilers key functions by file, line and name: each of a layer's calls is counted once, however bound."""
+    import cProfile
+    import pstats
+
+    async def plain(ctx, call_next):  # type: ignore[no-untyped-def]
+        return await call_next(ctx)
+
+    async def annotated(ctx: ToolCall, call_next: Any) -> Any:
+        return await call_next(ctx)
+
+    agent = Agent(ScriptedModel([[call("add", a=1, b=2)] * 3, "done"] * 4), tools=[add], middleware=[plain, annotated])
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(4):
+        asyncio.run(agent.run("go"))
+    profile.disable()
+    counts = {name: stats[1] for (_, _, name), stats in pstats.Stats(profile).stats.items()}  # type: ignore[attr-defined]
+    # 4 runs x (1 run + 2 model + 1 batch + 3 tool calls) = 28 calls of `plain`, 12 tool calls of `annotated`;
+    # cProfile counts a coroutine once per resumption, the same number of times for both.
+    per_call = counts["annotated"] // 12
+    assert per_call >= 1 and counts["annotated"] == 12 * per_call and counts["plain"] == 28 * per_call
