@@ -7,8 +7,8 @@ import json
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
 
 from onion import Handler, ModelCall, ModelResponse, Tool
 from onion.errors import RateLimitedError
@@ -33,10 +33,12 @@ class RateStore(Protocol):
 
     `acquire` either reserves one request and `tokens` tokens for `key` and
     returns 0, or reserves nothing and returns the seconds to wait before
-    trying again. `reconcile` corrects a reservation once the real usage is
-    known (`refund_request`: the call never reached the model, e.g. a cache
-    hit). `pause` makes `key` wait until `seconds` from now (the provider's
-    rate-limit signal).
+    trying again; `tokens` is never more than `tpm` (the layer caps a larger
+    estimate). `reconcile` corrects a reservation once the real usage is
+    known: `reserved` is what `acquire` reserved (`refund_request`: the call
+    never reached the model, e.g. a cache hit). `pause` makes `key` wait
+    until `seconds` from now (the provider's rate-limit signal). One store
+    may serve several threads and event loops at once.
     """
 
     async def acquire(self, key: str, tokens: int, *, rpm: float | None, tpm: float | None, window: float) -> float: ...
@@ -79,7 +81,8 @@ class MemoryRateStore:
                 bucket.requests = min(max(rpm, 1.0), bucket.requests + elapsed * rpm / window)
                 wait = max(wait, (1 - bucket.requests) * window / rpm)
             if tpm:
-                tokens = min(tokens, int(tpm))
+                if tokens > tpm:
+                    raise ValueError(f"MemoryRateStore.acquire: {tokens} tokens can never fit in tpm={tpm}")
                 bucket.tokens = min(tpm, bucket.tokens + elapsed * tpm / window)
                 wait = max(wait, (tokens - bucket.tokens) * window / tpm)
             if wait > 0:
@@ -154,15 +157,19 @@ class rate_limit:
     Before each call the layer reserves one request and an estimate of its
     tokens (`estimate(call)`, default `estimate_tokens`), then corrects the
     estimate with the response's real usage; a cached response (a `cache`
-    layer inside this one) gives its request and tokens back. Over the limit it waits, or
-    with `wait=False` raises `RateLimitExceeded`. The key is the model's name
-    unless `key(call)` says otherwise. Bare (no limits) it still obeys the
+    layer inside this one) gives its request and tokens back. An estimate
+    above `tpm` reserves `tpm` (the call goes once the bucket is full), and
+    its correction is measured from that reservation, so the steady rate
+    stays at `tpm`. Over the limit it waits (`sleep`, default
+    `asyncio.sleep`), or with `wait=False` raises `RateLimitExceeded`. The
+    key is the model's name unless `key(call)` says otherwise. Bare (no
+    limits) it still obeys the
     provider: a call failing with `RateLimitedError` carrying `retry_after`
     makes later calls for that key wait that long. All runs and agents that
     share this layer share its `store` (default: a `MemoryRateStore`).
     """
 
-    __slots__ = ("estimate", "key", "rpm", "store", "tpm", "wait", "window")
+    __slots__ = ("estimate", "key", "rpm", "sleep", "store", "tpm", "wait", "window")
 
     def __init__(
         self,
@@ -174,22 +181,24 @@ class rate_limit:
         estimate: Callable[[ModelCall], int] = estimate_tokens,
         store: RateStore | None = None,
         window: float = 60.0,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     ) -> None:
         for label, value in (("rpm", rpm), ("tpm", tpm), ("window", window)):
             if value is not None and value <= 0:
                 raise ValueError(f"rate_limit: {label} must be positive, got {value!r}")
         self.rpm, self.tpm, self.wait, self.key, self.estimate, self.window = rpm, tpm, wait, key, estimate, window
+        self.sleep = sleep
         self.store: RateStore = store if store is not None else MemoryRateStore()
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
         key = self.key(call)
-        reserved = self.estimate(call) if self.tpm else 0
+        reserved = min(self.estimate(call), int(self.tpm)) if self.tpm else 0
         while (delay := await self.store.acquire(key, reserved, rpm=self.rpm, tpm=self.tpm, window=self.window)) > 0:
             if not self.wait:
                 raise RateLimitExceeded(
                     f"rate limit for {key} reached; retry in {delay:.3f}s", key=key, retry_after=delay
                 )
-            await asyncio.sleep(delay)
+            await self.sleep(delay)
         try:
             response: ModelResponse = await call_next(call)
         except BaseException as error:

@@ -20,6 +20,19 @@ def answers(n: int, usage: Usage | None = None) -> list[ModelResponse | str]:
     return [ModelResponse(Message.assistant("ok"), usage) for _ in range(n)]
 
 
+class FakeTime:
+    """A clock and a sleep for tests: sleeping moves the clock on at once."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
 async def test_bare_rate_limit_passes_calls_through() -> None:
     assert (await Agent(ScriptedModel(["ok"])).use(rate_limit).run("hi")).output == "ok"
 
@@ -79,6 +92,19 @@ async def test_tokens_over_tpm_wait() -> None:
 async def test_a_single_request_larger_than_tpm_still_goes_when_the_bucket_is_full() -> None:
     limiter = rate_limit(tpm=10, wait=False, estimate=lambda call: 10_000)
     assert (await Agent(ScriptedModel(["ok"])).use(limiter).run("hi")).output == "ok"
+
+
+async def test_estimates_above_tpm_still_hold_the_steady_rate_to_tpm() -> None:
+    """Over 30 windows, calls whose estimate exceeds tpm spend at most tpm per window (plus one full bucket)."""
+    fake = FakeTime()
+    store = MemoryRateStore(clock=fake.clock)
+    limiter = rate_limit(tpm=1000, estimate=lambda call: 10_000, store=store, sleep=fake.sleep)
+    agent = Agent(ScriptedModel(answers(100, Usage(150, 150, 1)))).use(limiter)
+    for _ in range(100):
+        await agent.run("hi")
+    used, windows = 100 * 300, fake.now / 60
+    assert windows > 29
+    assert 1000 * windows <= used <= 1000 * (windows + 1)
 
 
 async def test_limits_are_kept_per_model_by_default_and_per_key_when_given() -> None:
