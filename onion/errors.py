@@ -21,6 +21,8 @@ __all__ = [
     "OverloadedError",
     "RateLimitedError",
     "ResponseFormatError",
+    "RunBusy",
+    "RunNotFound",
     "ScriptExhausted",
     "ServerError",
     "ToolArgumentsError",
@@ -151,3 +153,22 @@ class MiddlewareError(OnionError):
 
 class ToolArgumentsError(OnionError):
     """Arguments given to a tool do not fit its schema (raised by `Tool.validate`)."""
+
+
+class RunBusy(OnionError):
+    """Another worker holds the run (its lease is live), resumed it first, or it has ended.
+
+    `run_id` is the run; `status` its status in the store when the claim failed.
+    """
+
+    def __init__(self, message: str, *, run_id: str, status: str | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.status = status
+
+
+class RunNotFound(OnionError, KeyError):
+    """The store holds no run with this id (never journaled there, or deleted)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

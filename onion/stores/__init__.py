@@ -1,0 +1,26 @@
+"""Stores: where durable runs, their journals, sessions, cached responses and rate counters live.
+
+One store object serves every purpose: `Agent(store=...)`, `cache(store=...)`
+and `rate_limit(store=...)` all take it. `MemoryStore()` keeps everything in
+this process; `SQLiteStore(path)` in a file shared by the processes of one
+machine. A store for many machines implements the protocols in
+`onion.stores` (`RunStore`, `SessionStore`, `CacheStore`, `RateStore`).
+"""
+
+from __future__ import annotations
+
+from ._memory import MemoryStore
+from ._protocols import CacheStore, RateStore, RunRecord, RunStatus, RunStore, SessionStore, Store
+from ._sqlite import SQLiteStore
+
+__all__ = [
+    "CacheStore",
+    "MemoryStore",
+    "RateStore",
+    "RunRecord",
+    "RunStatus",
+    "RunStore",
+    "SQLiteStore",
+    "SessionStore",
+    "Store",
+]

@@ -1,0 +1,188 @@
+"""`MemoryStore`: every store purpose in this process's memory, for tests and single workers."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+
+from ..errors import RunBusy, RunNotFound
+from ._buckets import Bucket
+from ._protocols import RunRecord, RunStatus
+
+
+class MemoryStore:
+    """Runs, journals, sessions, cache entries and rate counters in dicts; gone with the process.
+
+    `clock` (seconds, default `time.time`) decides leases, TTLs and rate
+    windows; tests pass a fake one. The cache keeps at most `max_entries`
+    entries, dropping the least recently used.
+    """
+
+    def __init__(self, *, clock: Callable[[], float] = time.time, max_entries: int = 1024) -> None:
+        self.clock = clock
+        self.max_entries = max_entries
+        self._runs: dict[str, RunRecord] = {}
+        self._journals: dict[str, list[str]] = {}
+        self._sessions: dict[str, list[str]] = {}
+        self._session_locks: dict[str, tuple[str, float]] = {}
+        self._cache: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._buckets: dict[str, Bucket] = {}
+
+    # -- runs ------------------------------------------------------------------
+
+    async def start_run(
+        self, run_id: str, *, agent: str, owner: str, lease: float, entries: Sequence[str], session: str | None = None
+    ) -> None:
+        if run_id in self._runs:
+            raise ValueError(f"a run {run_id!r} is already in the store")
+        now = self.clock()
+        self._runs[run_id] = RunRecord(run_id, agent, "running", now, now, owner, now + lease, session=session)
+        self._journals[run_id] = list(entries)
+
+    async def claim_run(self, run_id: str, owner: str, lease: float) -> RunRecord:
+        record = self._record(run_id)
+        now = self.clock()
+        refusal = claim_refusal(record, now)
+        if refusal is not None:
+            raise RunBusy(refusal, run_id=run_id, status=record.status)
+        record.status, record.owner, record.lease_expires, record.updated = "running", owner, now + lease, now
+        return _copy(record)
+
+    async def append_journal(self, run_id: str, owner: str, entries: Sequence[str], lease: float) -> None:
+        record = self._held(run_id, owner)
+        record.lease_expires = record.updated = self.clock()
+        record.lease_expires += lease
+        self._journals[run_id].extend(entries)
+
+    async def renew_run(self, run_id: str, owner: str, lease: float) -> None:
+        record = self._held(run_id, owner)
+        record.lease_expires = self.clock() + lease
+
+    async def release_run(
+        self,
+        run_id: str,
+        owner: str,
+        status: RunStatus,
+        *,
+        state: str | None = None,
+        pending: int = 0,
+        entries: Sequence[str] = (),
+    ) -> None:
+        record = self._held(run_id, owner)
+        self._journals[run_id].extend(entries)
+        record.status, record.state, record.pending = status, state, pending
+        record.owner = record.lease_expires = None
+        record.updated = self.clock()
+
+    async def run_record(self, run_id: str) -> RunRecord | None:
+        record = self._runs.get(run_id)
+        return None if record is None else _copy(record)
+
+    async def journal(self, run_id: str) -> list[str]:
+        return list(self._journals.get(run_id, ()))
+
+    async def runs(self, *, limit: int = 100) -> list[RunRecord]:
+        ordered = sorted(self._runs.values(), key=lambda r: r.updated, reverse=True)
+        return [_copy(record) for record in ordered[:limit]]
+
+    async def delete_run(self, run_id: str) -> None:
+        self._runs.pop(run_id, None)
+        self._journals.pop(run_id, None)
+
+    def _record(self, run_id: str) -> RunRecord:
+        record = self._runs.get(run_id)
+        if record is None:
+            raise RunNotFound(f"no run {run_id!r} in the store (never journaled here, or deleted)")
+        return record
+
+    def _held(self, run_id: str, owner: str) -> RunRecord:
+        record = self._record(run_id)
+        if record.owner != owner:
+            raise RunBusy(lost_message(run_id), run_id=run_id, status=record.status)
+        return record
+
+    # -- sessions --------------------------------------------------------------
+
+    async def session_messages(self, session_id: str) -> list[str]:
+        return list(self._sessions.get(session_id, ()))
+
+    async def session_append(self, session_id: str, messages: Sequence[str]) -> None:
+        self._sessions.setdefault(session_id, []).extend(messages)
+
+    async def session_clear(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+
+    async def lock_session(self, session_id: str, owner: str, lease: float) -> bool:
+        now = self.clock()
+        holder = self._session_locks.get(session_id)
+        if holder is not None and holder[0] != owner and holder[1] > now:
+            return False
+        self._session_locks[session_id] = (owner, now + lease)
+        return True
+
+    async def unlock_session(self, session_id: str, owner: str) -> None:
+        holder = self._session_locks.get(session_id)
+        if holder is not None and holder[0] == owner:
+            del self._session_locks[session_id]
+
+    # -- cache -----------------------------------------------------------------
+
+    async def get(self, key: str) -> str | None:
+        entry = self._cache.get(key)
+        if entry is None:
+            return None
+        if entry[1] < self.clock():
+            del self._cache[key]
+            return None
+        self._cache.move_to_end(key)
+        return entry[0]
+
+    async def set(self, key: str, value: str, ttl: float | None) -> None:
+        self._cache[key] = (value, float("inf") if ttl is None else self.clock() + ttl)
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.max_entries:
+            self._cache.popitem(last=False)
+
+    # -- rate limits -----------------------------------------------------------
+
+    async def acquire(self, key: str, tokens: int, *, rpm: float | None, tpm: float | None, window: float) -> float:
+        now = self.clock()
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = Bucket(updated=now)
+        return bucket.take(now, tokens, rpm, tpm, window)
+
+    async def reconcile(self, key: str, reserved: int, used: int, *, refund_request: bool = False) -> None:
+        bucket = self._buckets.get(key)
+        if bucket is not None:
+            bucket.give_back(reserved, used, refund_request)
+
+    async def pause(self, key: str, seconds: float) -> None:
+        now = self.clock()
+        self._buckets.setdefault(key, Bucket(updated=now)).pause(now, seconds)
+
+    def __repr__(self) -> str:
+        return f"<MemoryStore runs={len(self._runs)} sessions={len(self._sessions)} cached={len(self._cache)}>"
+
+
+def claim_refusal(record: RunRecord, now: float) -> str | None:
+    """Why `record` cannot be claimed now, or None when it can."""
+    if record.status in ("paused", "failed"):
+        return None
+    if record.status == "running":
+        if record.lease_expires is not None and record.lease_expires <= now:
+            return None
+        return (
+            f"run {record.run_id!r} is held by another worker for {(record.lease_expires or now) - now:.1f}s more; "
+            "try again after its lease expires"
+        )
+    return f"run {record.run_id!r} has {record.status} already (another worker may have resumed it); nothing to resume"
+
+
+def lost_message(run_id: str) -> str:
+    return f"this worker lost run {run_id!r}: its lease expired and another worker took it over"
+
+
+def _copy(record: RunRecord) -> RunRecord:
+    return RunRecord(**{name: getattr(record, name) for name in RunRecord.__slots__})

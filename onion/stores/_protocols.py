@@ -1,0 +1,154 @@
+"""What a store must do for each purpose: runs and their journal, sessions, the model cache, rate limits.
+
+Every method is a coroutine and one round trip to the store (a Redis
+script, a SQLite transaction). Payloads are JSON text that onion encodes
+and decodes; a store only keeps it. `MemoryStore` and `SQLiteStore`
+implement all four protocols, so one object serves every purpose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+RunStatus = Literal["running", "paused", "completed", "failed"]
+
+
+@dataclass(slots=True)
+class RunRecord:
+    """What a store keeps about one run besides its journal.
+
+    `state` is the `RunState` JSON saved when the run paused (or ended);
+    `owner` the worker holding the run and `lease_expires` (seconds since
+    the epoch, the store's clock) when its hold lapses; `pending` how many
+    tool calls wait for a decision.
+    """
+
+    run_id: str
+    agent: str
+    status: RunStatus
+    created: float
+    updated: float
+    owner: str | None = None
+    lease_expires: float | None = None
+    state: str | None = None
+    session: str | None = None
+    pending: int = 0
+
+
+@runtime_checkable
+class RunStore(Protocol):
+    """Runs, their journal, and who holds them.
+
+    A worker holds a run under an `owner` token until `lease` seconds from
+    now; writes by an owner that lost its hold raise `RunBusy`, so a worker
+    taken over can never write again.
+    """
+
+    async def start_run(
+        self, run_id: str, *, agent: str, owner: str, lease: float, entries: Sequence[str], session: str | None = None
+    ) -> None:
+        """Create `run_id` as running, held by `owner`, with its first journal entries."""
+        ...
+
+    async def claim_run(self, run_id: str, owner: str, lease: float) -> RunRecord:
+        """Take a paused run, or a running one whose lease expired, for `owner`.
+
+        Atomic: of two workers claiming one run, one gets the record, the
+        other `RunBusy` (also when the run completed or failed). An unknown
+        run raises `RunNotFound`.
+        """
+        ...
+
+    async def append_journal(self, run_id: str, owner: str, entries: Sequence[str], lease: float) -> None:
+        """Append entries in order and extend the lease; `RunBusy` if `owner` lost the run."""
+        ...
+
+    async def renew_run(self, run_id: str, owner: str, lease: float) -> None:
+        """Extend `owner`'s lease to `lease` seconds from now; `RunBusy` if it lost the run."""
+        ...
+
+    async def release_run(
+        self,
+        run_id: str,
+        owner: str,
+        status: RunStatus,
+        *,
+        state: str | None = None,
+        pending: int = 0,
+        entries: Sequence[str] = (),
+    ) -> None:
+        """Append `entries`, set `status` and `state`, and let go of the run; `RunBusy` if lost."""
+        ...
+
+    async def run_record(self, run_id: str) -> RunRecord | None:
+        """The run's record, or None."""
+        ...
+
+    async def journal(self, run_id: str) -> list[str]:
+        """The run's journal entries, oldest first."""
+        ...
+
+    async def runs(self, *, limit: int = 100) -> list[RunRecord]:
+        """The most recently updated runs first."""
+        ...
+
+    async def delete_run(self, run_id: str) -> None:
+        """Forget the run and its journal."""
+        ...
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Conversations kept per session id, and a lock that serialises runs on one session."""
+
+    async def session_messages(self, session_id: str) -> list[str]:
+        """The session's messages, oldest first."""
+        ...
+
+    async def session_append(self, session_id: str, messages: Sequence[str]) -> None:
+        """Append messages in one transaction."""
+        ...
+
+    async def session_clear(self, session_id: str) -> None:
+        """Forget the session's messages."""
+        ...
+
+    async def lock_session(self, session_id: str, owner: str, lease: float) -> bool:
+        """Take (or extend) the session's lock for `owner` for `lease` seconds; False if someone else holds it."""
+        ...
+
+    async def unlock_session(self, session_id: str, owner: str) -> None:
+        """Release the lock if `owner` holds it."""
+        ...
+
+
+@runtime_checkable
+class CacheStore(Protocol):
+    """Cached entries: text values under text keys, each with an optional TTL in seconds."""
+
+    async def get(self, key: str) -> str | None: ...
+
+    async def set(self, key: str, value: str, ttl: float | None) -> None: ...
+
+
+@runtime_checkable
+class RateStore(Protocol):
+    """The counters of `middleware.rate_limit`, shared by every worker using the store.
+
+    `acquire` either reserves one request and `tokens` tokens for `key` and
+    returns 0, or reserves nothing and returns the seconds to wait.
+    `reconcile` corrects a reservation once the real usage is known;
+    `pause` makes `key` wait `seconds` from now.
+    """
+
+    async def acquire(self, key: str, tokens: int, *, rpm: float | None, tpm: float | None, window: float) -> float: ...
+
+    async def reconcile(self, key: str, reserved: int, used: int, *, refund_request: bool = False) -> None: ...
+
+    async def pause(self, key: str, seconds: float) -> None: ...
+
+
+class Store(RunStore, SessionStore, CacheStore, RateStore, Protocol):
+    """A store for every purpose, as `Agent(store=...)` takes."""

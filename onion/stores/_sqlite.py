@@ -1,0 +1,349 @@
+"""`SQLiteStore`: every store purpose in one SQLite file, shared by the processes of one machine."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..errors import RunBusy, RunNotFound
+from ._buckets import Bucket
+from ._memory import claim_refusal, lost_message
+from ._protocols import RunRecord, RunStatus
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS onion_runs (
+    run_id TEXT PRIMARY KEY, agent TEXT NOT NULL, status TEXT NOT NULL, created REAL NOT NULL,
+    updated REAL NOT NULL, owner TEXT, lease_expires REAL, state TEXT, session TEXT, pending INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS onion_journal (
+    run_id TEXT NOT NULL, seq INTEGER NOT NULL, entry TEXT NOT NULL, PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE IF NOT EXISTS onion_sessions (
+    session_id TEXT NOT NULL, seq INTEGER NOT NULL, message TEXT NOT NULL, PRIMARY KEY (session_id, seq)
+);
+CREATE TABLE IF NOT EXISTS onion_session_locks (
+    session_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS onion_cache (key TEXT PRIMARY KEY, value TEXT NOT NULL, expires REAL);
+CREATE TABLE IF NOT EXISTS onion_rates (
+    key TEXT PRIMARY KEY, requests REAL, tokens REAL, updated REAL NOT NULL, paused_until REAL NOT NULL
+);
+"""
+
+_RUN_COLUMNS = "run_id, agent, status, created, updated, owner, lease_expires, state, session, pending"
+
+
+class SQLiteStore:
+    """Runs, journals, sessions, cache entries and rate counters in the SQLite file at `path`.
+
+    WAL mode, so readers never wait for the writer. Every query runs in a
+    worker thread: a lock held by another process (waited for up to
+    `busy_timeout` seconds) never blocks the event loop. Writes that must be
+    atomic (claiming a run, a rate-limit reservation) run in one
+    `BEGIN IMMEDIATE` transaction. `clock` (seconds since the epoch, shared
+    by every process) decides leases and TTLs. Close it with `aclose()` /
+    `close()`, or use it as a context manager.
+    """
+
+    def __init__(self, path: str | Path, *, busy_timeout: float = 10.0, clock: Callable[[], float] = time.time) -> None:
+        self.path = str(path)
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=busy_timeout)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+        self._db.executescript(_SCHEMA)
+
+    # -- plumbing --------------------------------------------------------------
+
+    async def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work(db)` in one write transaction, in a worker thread."""
+        return await asyncio.to_thread(self._locked_transaction, work)
+
+    async def _execute(self, statement: str, *parameters: Any) -> None:
+        """One statement in its own write transaction, in a worker thread."""
+        await self._write(lambda db: db.execute(statement, parameters))
+
+    async def _read(self, statement: str, *parameters: Any) -> list[Any]:
+        return await asyncio.to_thread(self._locked_read, statement, parameters)
+
+    def _locked_transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock:
+            return self._transaction(work)
+
+    def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            result = work(self._db)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+        return result
+
+    def _locked_read(self, statement: str, parameters: tuple[Any, ...]) -> list[Any]:
+        with self._lock:
+            return self._db.execute(statement, parameters).fetchall()
+
+    # -- runs ------------------------------------------------------------------
+
+    async def start_run(
+        self, run_id: str, *, agent: str, owner: str, lease: float, entries: Sequence[str], session: str | None = None
+    ) -> None:
+        now = self.clock()
+
+        def start(db: sqlite3.Connection) -> None:
+            try:
+                db.execute(
+                    f"INSERT INTO onion_runs ({_RUN_COLUMNS}) VALUES (?, ?, 'running', ?, ?, ?, ?, NULL, ?, 0)",
+                    (run_id, agent, now, now, owner, now + lease, session),
+                )
+            except sqlite3.IntegrityError:
+                raise ValueError(f"a run {run_id!r} is already in the store") from None
+            _append(db, run_id, entries)
+
+        await self._write(start)
+
+    async def claim_run(self, run_id: str, owner: str, lease: float) -> RunRecord:
+        now = self.clock()
+
+        def claim(db: sqlite3.Connection) -> RunRecord:
+            record = _record(db, run_id)
+            if record is None:
+                raise RunNotFound(f"no run {run_id!r} in the store (never journaled here, or deleted)")
+            refusal = claim_refusal(record, now)
+            if refusal is not None:
+                raise RunBusy(refusal, run_id=run_id, status=record.status)
+            db.execute(
+                "UPDATE onion_runs SET status = 'running', owner = ?, lease_expires = ?, updated = ? WHERE run_id = ?",
+                (owner, now + lease, now, run_id),
+            )
+            record.status, record.owner, record.lease_expires, record.updated = "running", owner, now + lease, now
+            return record
+
+        return await self._write(claim)
+
+    async def append_journal(self, run_id: str, owner: str, entries: Sequence[str], lease: float) -> None:
+        now = self.clock()
+
+        def append(db: sqlite3.Connection) -> None:
+            _hold(db, run_id, owner, "lease_expires = ?, updated = ?", (now + lease, now))
+            _append(db, run_id, entries)
+
+        await self._write(append)
+
+    async def renew_run(self, run_id: str, owner: str, lease: float) -> None:
+        expires = self.clock() + lease
+        await self._write(lambda db: _hold(db, run_id, owner, "lease_expires = ?", (expires,)))
+
+    async def release_run(
+        self,
+        run_id: str,
+        owner: str,
+        status: RunStatus,
+        *,
+        state: str | None = None,
+        pending: int = 0,
+        entries: Sequence[str] = (),
+    ) -> None:
+        now = self.clock()
+
+        def release(db: sqlite3.Connection) -> None:
+            _hold(
+                db,
+                run_id,
+                owner,
+                "status = ?, state = ?, pending = ?, owner = NULL, lease_expires = NULL, updated = ?",
+                (status, state, pending, now),
+            )
+            _append(db, run_id, entries)
+
+        await self._write(release)
+
+    async def run_record(self, run_id: str) -> RunRecord | None:
+        rows = await self._read(f"SELECT {_RUN_COLUMNS} FROM onion_runs WHERE run_id = ?", run_id)
+        return RunRecord(*rows[0]) if rows else None
+
+    async def journal(self, run_id: str) -> list[str]:
+        rows = await self._read("SELECT entry FROM onion_journal WHERE run_id = ? ORDER BY seq", run_id)
+        return [row[0] for row in rows]
+
+    async def runs(self, *, limit: int = 100) -> list[RunRecord]:
+        rows = await self._read(f"SELECT {_RUN_COLUMNS} FROM onion_runs ORDER BY updated DESC LIMIT ?", limit)
+        return [RunRecord(*row) for row in rows]
+
+    async def delete_run(self, run_id: str) -> None:
+        def delete(db: sqlite3.Connection) -> None:
+            db.execute("DELETE FROM onion_journal WHERE run_id = ?", (run_id,))
+            db.execute("DELETE FROM onion_runs WHERE run_id = ?", (run_id,))
+
+        await self._write(delete)
+
+    # -- sessions --------------------------------------------------------------
+
+    async def session_messages(self, session_id: str) -> list[str]:
+        rows = await self._read("SELECT message FROM onion_sessions WHERE session_id = ? ORDER BY seq", session_id)
+        return [row[0] for row in rows]
+
+    async def session_append(self, session_id: str, messages: Sequence[str]) -> None:
+        def append(db: sqlite3.Connection) -> None:
+            (last,) = db.execute(
+                "SELECT coalesce(max(seq), 0) FROM onion_sessions WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            db.executemany(
+                "INSERT INTO onion_sessions VALUES (?, ?, ?)",
+                [(session_id, last + i, message) for i, message in enumerate(messages, 1)],
+            )
+
+        await self._write(append)
+
+    async def session_clear(self, session_id: str) -> None:
+        await self._execute("DELETE FROM onion_sessions WHERE session_id = ?", session_id)
+
+    async def lock_session(self, session_id: str, owner: str, lease: float) -> bool:
+        now = self.clock()
+
+        def lock(db: sqlite3.Connection) -> bool:
+            row = db.execute(
+                "SELECT owner, expires FROM onion_session_locks WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            if row is not None and row[0] != owner and row[1] > now:
+                return False
+            db.execute("INSERT OR REPLACE INTO onion_session_locks VALUES (?, ?, ?)", (session_id, owner, now + lease))
+            return True
+
+        return await self._write(lock)
+
+    async def unlock_session(self, session_id: str, owner: str) -> None:
+        await self._execute("DELETE FROM onion_session_locks WHERE session_id = ? AND owner = ?", session_id, owner)
+
+    # -- cache -----------------------------------------------------------------
+
+    async def get(self, key: str) -> str | None:
+        rows = await self._read("SELECT value, expires FROM onion_cache WHERE key = ?", key)
+        if not rows:
+            return None
+        value, expires = rows[0]
+        if expires is not None and expires < self.clock():
+            return None
+        return str(value)
+
+    async def set(self, key: str, value: str, ttl: float | None) -> None:
+        expires = None if ttl is None else self.clock() + ttl
+        await self._execute("INSERT OR REPLACE INTO onion_cache VALUES (?, ?, ?)", key, value, expires)
+
+    # -- rate limits -----------------------------------------------------------
+
+    async def acquire(self, key: str, tokens: int, *, rpm: float | None, tpm: float | None, window: float) -> float:
+        return await self._update_bucket(key, lambda bucket, now: bucket.take(now, tokens, rpm, tpm, window))
+
+    async def reconcile(self, key: str, reserved: int, used: int, *, refund_request: bool = False) -> None:
+        await self._update_bucket(key, lambda bucket, now: bucket.give_back(reserved, used, refund_request))
+
+    async def pause(self, key: str, seconds: float) -> None:
+        await self._update_bucket(key, lambda bucket, now: bucket.pause(now, seconds))
+
+    async def _update_bucket(self, key: str, change: Callable[[Bucket, float], T]) -> T:
+        now = self.clock()
+
+        def update(db: sqlite3.Connection) -> T:
+            row = db.execute(
+                "SELECT requests, tokens, updated, paused_until FROM onion_rates WHERE key = ?", (key,)
+            ).fetchone()
+            bucket = Bucket(updated=now) if row is None else Bucket(*(_inf(row[0]), _inf(row[1]), row[2], row[3]))
+            result = change(bucket, now)
+            db.execute(
+                "INSERT OR REPLACE INTO onion_rates VALUES (?, ?, ?, ?, ?)",
+                (key, _finite(bucket.requests), _finite(bucket.tokens), bucket.updated, bucket.paused_until),
+            )
+            return result
+
+        return await self._write(update)
+
+    # -- upkeep ----------------------------------------------------------------
+
+    async def purge(self, *, older_than: float | None = None) -> int:
+        """Delete expired cache entries and, with `older_than` (seconds), ended runs not updated since.
+
+        Completed and failed runs go with their journals; paused and running
+        runs stay. Returns how many rows went.
+        """
+        now = self.clock()
+
+        def purge(db: sqlite3.Connection) -> int:
+            count = db.execute("DELETE FROM onion_cache WHERE expires < ?", (now,)).rowcount
+            count += db.execute("DELETE FROM onion_session_locks WHERE expires < ?", (now,)).rowcount
+            if older_than is not None:
+                ended = "status IN ('completed', 'failed') AND updated < ?"
+                count += db.execute(
+                    f"DELETE FROM onion_journal WHERE run_id IN (SELECT run_id FROM onion_runs WHERE {ended})",
+                    (now - older_than,),
+                ).rowcount
+                count += db.execute(f"DELETE FROM onion_runs WHERE {ended}", (now - older_than,)).rowcount
+            return count
+
+        return await self._write(purge)
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> SQLiteStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"<SQLiteStore {self.path}>"
+
+
+def _record(db: sqlite3.Connection, run_id: str) -> RunRecord | None:
+    row = db.execute(f"SELECT {_RUN_COLUMNS} FROM onion_runs WHERE run_id = ?", (run_id,)).fetchone()
+    return None if row is None else RunRecord(*row)
+
+
+def _hold(db: sqlite3.Connection, run_id: str, owner: str, assignments: str, values: tuple[Any, ...]) -> None:
+    """Apply `assignments` to the run if `owner` holds it; else `RunBusy` (or `RunNotFound`)."""
+    changed = db.execute(
+        f"UPDATE onion_runs SET {assignments} WHERE run_id = ? AND owner = ?", (*values, run_id, owner)
+    ).rowcount
+    if changed == 0:
+        record = _record(db, run_id)
+        if record is None:
+            raise RunNotFound(f"no run {run_id!r} in the store (deleted while running?)")
+        raise RunBusy(lost_message(run_id), run_id=run_id, status=record.status)
+
+
+def _append(db: sqlite3.Connection, run_id: str, entries: Sequence[str]) -> None:
+    if not entries:
+        return
+    (last,) = db.execute("SELECT coalesce(max(seq), 0) FROM onion_journal WHERE run_id = ?", (run_id,)).fetchone()
+    db.executemany(
+        "INSERT INTO onion_journal VALUES (?, ?, ?)", [(run_id, last + i, entry) for i, entry in enumerate(entries, 1)]
+    )
+
+
+def _inf(value: float | None) -> float:
+    return float("inf") if value is None else value
+
+
+def _finite(value: float) -> float | None:
+    return None if value == float("inf") else value

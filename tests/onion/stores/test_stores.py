@@ -1,0 +1,232 @@
+"""Every store keeps runs, journals, sessions, cache entries and rate counters to the same contract."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from middleware import cache, rate_limit
+from middleware.rate_limit import RateLimitExceeded
+from onion import Agent
+from onion.errors import RunBusy, RunNotFound
+from onion.stores import CacheStore, MemoryStore, RateStore, RunStore, SessionStore, SQLiteStore, Store
+from onion.testing import ScriptedModel
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    clock = Clock()
+    if request.param == "memory":
+        yield MemoryStore(clock=clock)
+    else:
+        async with SQLiteStore(tmp_path / "onion.db", clock=clock) as sqlite:
+            yield sqlite
+
+
+def advance(store: Store, seconds: float) -> None:
+    clock = store.clock  # type: ignore[attr-defined]
+    clock.now += seconds
+
+
+async def test_one_store_object_implements_every_protocol(store: Store) -> None:
+    """MemoryStore and SQLiteStore each serve runs, sessions, the cache and rate limits."""
+    for protocol in (RunStore, SessionStore, CacheStore, RateStore):
+        assert isinstance(store, protocol)
+
+
+async def test_the_journal_keeps_entries_in_order_and_release_records_the_outcome(store: Store) -> None:
+    """Entries come back in append order; release sets status, state and pending, and drops the owner."""
+    await store.start_run("r1", agent="a", owner="w1", lease=30, entries=["e1"], session="s")
+    await store.append_journal("r1", "w1", ["e2", "e3"], lease=30)
+    await store.release_run("r1", "w1", "paused", state='{"x": 1}', pending=2, entries=["e4"])
+    assert await store.journal("r1") == ["e1", "e2", "e3", "e4"]
+    record = await store.run_record("r1")
+    assert record is not None
+    assert (record.status, record.state, record.pending, record.owner, record.session) == (
+        "paused",
+        '{"x": 1}',
+        2,
+        None,
+        "s",
+    )
+    assert [r.run_id for r in await store.runs()] == ["r1"]
+    await store.delete_run("r1")
+    assert await store.run_record("r1") is None and await store.journal("r1") == []
+
+
+async def test_a_paused_run_is_claimed_by_exactly_one_worker(store: Store) -> None:
+    """Of two claims on one paused run, the first wins; the second gets RunBusy naming the run."""
+    await store.start_run("r1", agent="a", owner="w0", lease=30, entries=[])
+    await store.release_run("r1", "w0", "paused", state="{}", pending=1)
+    record = await store.claim_run("r1", "w1", lease=30)
+    assert record.owner == "w1" and record.status == "running"
+    with pytest.raises(RunBusy, match="r1") as busy:
+        await store.claim_run("r1", "w2", lease=30)
+    assert busy.value.status == "running"
+
+
+async def test_a_completed_run_cannot_be_claimed(store: Store) -> None:
+    """Claiming a run that completed raises RunBusy saying it has completed."""
+    await store.start_run("r1", agent="a", owner="w0", lease=30, entries=[])
+    await store.release_run("r1", "w0", "completed")
+    with pytest.raises(RunBusy, match="completed"):
+        await store.claim_run("r1", "w1", lease=30)
+
+
+async def test_an_unknown_run_is_not_found(store: Store) -> None:
+    """Claiming a run the store never saw raises RunNotFound naming it."""
+    with pytest.raises(RunNotFound, match="nope"):
+        await store.claim_run("nope", "w1", lease=30)
+
+
+async def test_an_expired_lease_lets_another_worker_take_over_and_fences_the_old_one(store: Store) -> None:
+    """A running run whose lease lapsed is claimable; the old owner's writes then raise RunBusy."""
+    await store.start_run("r1", agent="a", owner="w1", lease=10, entries=[])
+    with pytest.raises(RunBusy, match="held by another worker"):
+        await store.claim_run("r1", "w2", lease=10)
+    advance(store, 5)
+    await store.renew_run("r1", "w1", lease=10)
+    advance(store, 9)
+    with pytest.raises(RunBusy):
+        await store.claim_run("r1", "w2", lease=10)
+    advance(store, 2)
+    await store.claim_run("r1", "w2", lease=10)
+    for write in (
+        store.append_journal("r1", "w1", ["late"], lease=10),
+        store.renew_run("r1", "w1", lease=10),
+        store.release_run("r1", "w1", "completed"),
+    ):
+        with pytest.raises(RunBusy, match="lost run"):
+            await write
+    assert await store.journal("r1") == []
+
+
+async def test_starting_a_run_twice_is_refused(store: Store) -> None:
+    """A run id is used once."""
+    await store.start_run("r1", agent="a", owner="w1", lease=10, entries=[])
+    with pytest.raises(ValueError, match="already"):
+        await store.start_run("r1", agent="a", owner="w2", lease=10, entries=[])
+
+
+async def test_sessions_append_read_and_clear(store: Store) -> None:
+    """Messages come back in order across appends; clear empties one session only."""
+    await store.session_append("s", ["m1", "m2"])
+    await store.session_append("s", ["m3"])
+    await store.session_append("t", ["x"])
+    assert await store.session_messages("s") == ["m1", "m2", "m3"]
+    await store.session_clear("s")
+    assert await store.session_messages("s") == [] and await store.session_messages("t") == ["x"]
+
+
+async def test_a_session_lock_has_one_holder_until_released_or_expired(store: Store) -> None:
+    """The lock refuses a second owner, passes on after unlock, and after its lease lapses."""
+    assert await store.lock_session("s", "a", lease=10)
+    assert not await store.lock_session("s", "b", lease=10)
+    await store.unlock_session("s", "b")
+    assert not await store.lock_session("s", "b", lease=10)
+    await store.unlock_session("s", "a")
+    assert await store.lock_session("s", "b", lease=10)
+    advance(store, 11)
+    assert await store.lock_session("s", "a", lease=10)
+
+
+async def test_cache_entries_expire_with_the_store_clock(store: Store) -> None:
+    """A cached value is served until its TTL passes; None TTL keeps it."""
+    await store.set("k", "v", 5)
+    await store.set("forever", "f", None)
+    assert await store.get("k") == "v"
+    advance(store, 6)
+    assert await store.get("k") is None and await store.get("forever") == "f"
+
+
+async def test_cache_layer_accepts_a_store(store: Store) -> None:
+    """`cache(store=...)` serves a repeated request from the store, with no second model call."""
+    model = ScriptedModel(["hello", "never"])
+    agent = Agent(model).use(cache(store=store))
+    assert (await agent.run("hi")).output == "hello"
+    assert (await agent.run("hi")).output == "hello"
+    assert len(model.requests) == 1
+
+
+async def test_rate_limit_layer_accepts_a_store_and_shares_its_counters(store: Store) -> None:
+    """Two layers on one store share one budget: the second's call over rpm is refused."""
+    agent = Agent(ScriptedModel(["a", "b"])).use(rate_limit(rpm=1, wait=False, store=store))
+    other = Agent(ScriptedModel(["c"])).use(rate_limit(rpm=1, wait=False, store=store))
+    other.model.name = agent.model.name = "m"  # type: ignore[attr-defined]
+    await agent.run("hi")
+    with pytest.raises(RateLimitExceeded) as refused:
+        await other.run("hi")
+    assert refused.value.retry_after == pytest.approx(60)
+    advance(store, 60)
+    assert (await other.run("hi")).output == "c"
+
+
+async def test_rate_store_pause_and_refund(store: Store) -> None:
+    """`pause` delays a key; a refunded request and tokens can be taken again."""
+    assert await store.acquire("k", 10, rpm=1, tpm=10, window=60) == 0
+    await store.reconcile("k", 10, 0, refund_request=True)
+    assert await store.acquire("k", 10, rpm=1, tpm=10, window=60) == 0
+    await store.reconcile("k", 10, 0, refund_request=True)
+    await store.pause("k", 7)
+    assert await store.acquire("k", 1, rpm=None, tpm=None, window=60) == pytest.approx(7)
+
+
+HOLD_LOCK = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN IMMEDIATE")
+db.execute("INSERT INTO onion_cache VALUES ('held', 'x', NULL)")
+print("locked", flush=True)
+sys.stdin.readline()
+db.execute("COMMIT")
+"""
+
+
+async def test_sqlite_store_never_blocks_the_loop_while_another_process_holds_the_write_lock(tmp_path: Path) -> None:
+    """A write waiting on another process's lock runs in a thread: the loop keeps ticking meanwhile."""
+    path = tmp_path / "locked.db"
+    async with SQLiteStore(path, busy_timeout=20) as store:
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLD_LOCK, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert holder.stdout is not None and holder.stdin is not None
+            assert await asyncio.to_thread(holder.stdout.readline) == "locked\n"
+            writing = asyncio.create_task(store.session_append("s", ["m"]))
+            ticks = 0
+            while ticks < 20:
+                await asyncio.sleep(0.005)
+                ticks += 1
+            assert not writing.done()
+            holder.stdin.write("go\n")
+            holder.stdin.flush()
+            await writing
+        finally:
+            holder.stdin.close()  # type: ignore[union-attr]
+            await asyncio.to_thread(holder.wait)
+        assert await store.session_messages("s") == ["m"] and await store.get("held") == "x"
+
+
+async def test_sqlite_store_is_shared_by_two_connections(tmp_path: Path) -> None:
+    """Two SQLiteStore objects on one file see each other's runs; a claim is atomic across them."""
+    async with SQLiteStore(tmp_path / "x.db") as first, SQLiteStore(tmp_path / "x.db") as second:
+        await first.start_run("r", agent="a", owner="w0", lease=30, entries=["e"])
+        await first.release_run("r", "w0", "paused", state="{}")
+        claims = await asyncio.gather(
+            first.claim_run("r", "w1", lease=30), second.claim_run("r", "w2", lease=30), return_exceptions=True
+        )
+        assert sorted(type(c).__name__ for c in claims) == ["RunBusy", "RunRecord"]
+        assert await second.journal("r") == ["e"]
