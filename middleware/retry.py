@@ -28,11 +28,13 @@ class RetryPolicy:
     Only `Exception`s are ever retried: `asyncio.CancelledError`,
     `KeyboardInterrupt`, `SystemExit` and onion's control-flow signals
     (all `BaseException`) pass straight through, and so does a `ModelError`
-    whose `retryable` is false. Model calls: a retryable `ModelError`, or
-    what `retry_on(error)` accepts. Tool calls: any other exception, or what
-    `retry_on` accepts. The wait is the error's `retry_after` (capped at
-    `max_retry_after`), else exponential backoff from `initial` doubling up
-    to `max_backoff`, plus up to `jitter` seconds at random.
+    whose `retryable` is false, and an error whose `retry_after` asks for a
+    longer wait than `max_retry_after` (nothing is sent before the provider
+    allows it). Model calls: a retryable `ModelError`, or what
+    `retry_on(error)` accepts. Tool calls: any other exception, or what
+    `retry_on` accepts. The wait is the error's `retry_after`, else
+    exponential backoff from `initial` doubling up to `max_backoff`, plus up
+    to `jitter` seconds at random.
     """
 
     __slots__ = ("initial", "jitter", "max_backoff", "max_retry_after", "retry_on")
@@ -52,7 +54,7 @@ class RetryPolicy:
 
     def retries_model(self, error: BaseException) -> bool:
         """Whether a model call that raised `error` is tried again."""
-        if not isinstance(error, Exception) or (isinstance(error, ModelError) and not error.retryable):
+        if not isinstance(error, Exception) or not self._may_retry(error):
             return False
         if self.retry_on is not None:
             return self.retry_on(error)
@@ -60,16 +62,22 @@ class RetryPolicy:
 
     def retries_tool(self, error: BaseException) -> bool:
         """Whether a tool call that raised `error` is tried again."""
-        if not isinstance(error, Exception) or (isinstance(error, ModelError) and not error.retryable):
+        if not isinstance(error, Exception) or not self._may_retry(error):
             return False
         return True if self.retry_on is None else self.retry_on(error)
 
+    def _may_retry(self, error: Exception) -> bool:
+        """False for a `ModelError` marked not retryable, or one asking to wait past `max_retry_after`."""
+        if isinstance(error, ModelError) and not error.retryable:
+            return False
+        asked = retry_after(error)
+        return asked is None or asked <= self.max_retry_after
+
     def delay(self, state: RetryCallState) -> float:
         """Seconds to wait after the failed attempt described by `state` (tenacity's `wait`)."""
-        error = state.outcome.exception() if state.outcome is not None else None
-        retry_after = getattr(error, "retry_after", None)
-        if isinstance(retry_after, (int, float)) and retry_after >= 0:
-            return min(float(retry_after), self.max_retry_after)
+        asked = retry_after(_error(state))
+        if asked is not None:
+            return asked
         backoff: float = min(self.initial * 2.0 ** (state.attempt_number - 1), self.max_backoff)
         return backoff + random.uniform(0, self.jitter) if self.jitter else backoff
 
@@ -77,8 +85,9 @@ class RetryPolicy:
 class retry:
     """Retry model calls that raise a retryable `ModelError`; tool calls when opted in.
 
-    `attempts` counts the first try. `max_delay` bounds the total time spent
-    (no sleep runs past it). `tools` opts tool calls in: `True`, names, or a
+    `attempts` counts the first try. `max_delay` bounds the total time spent:
+    a backoff is cut short at it, and when the provider's `retry_after` would
+    run past it the error is raised at once (never sent early). `tools` opts tool calls in: `True`, names, or a
     predicate on the `ToolCall`. The remaining keywords configure the
     `RetryPolicy` (or pass your own as `policy`). Each retry adds 1 to
     `run.state["retries"]`. Put `timeout` inside `retry` to bound each
@@ -108,15 +117,12 @@ class retry:
         self._tool = self._retrying(self.policy.retries_tool)
 
     def _retrying(self, predicate: Callable[[BaseException], bool]) -> AsyncRetrying:
-        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop_after_delay
+        from tenacity import AsyncRetrying, retry_if_exception
 
-        stop = stop_after_attempt(self.attempts)
-        if self.max_delay is not None:
-            stop = stop | stop_after_delay(self.max_delay)  # type: ignore[assignment]
         return AsyncRetrying(
             retry=retry_if_exception(predicate),
             wait=self._wait,
-            stop=stop,
+            stop=self._stop,
             sleep=self.sleep,
             before_sleep=_count,
             reraise=True,
@@ -124,9 +130,18 @@ class retry:
 
     def _wait(self, state: RetryCallState) -> float:
         delay = self.policy.delay(state)
-        if self.max_delay is not None:
-            delay = max(0.0, min(delay, self.max_delay - (time.monotonic() - state.start_time)))
-        return delay
+        if self.max_delay is None or retry_after(_error(state)) is not None:
+            return delay
+        return max(0.0, min(delay, self.max_delay - (time.monotonic() - state.start_time)))
+
+    def _stop(self, state: RetryCallState) -> bool:
+        """Whether to give up now (tenacity's `stop`; runs after `_wait` has set `upcoming_sleep`)."""
+        if state.attempt_number >= self.attempts:
+            return True
+        if self.max_delay is None:
+            return False
+        left = self.max_delay - (time.monotonic() - state.start_time)
+        return left <= 0 or (retry_after(_error(state)) is not None and state.upcoming_sleep > left)
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
         async for attempt in self._model.copy():
@@ -151,6 +166,16 @@ class retry:
         if callable(tools):
             return bool(tools(call))
         return call.name in tools
+
+
+def retry_after(error: BaseException | None) -> float | None:
+    """The wait in seconds that `error` asks for (its `retry_after`), or None."""
+    asked = getattr(error, "retry_after", None)
+    return float(asked) if isinstance(asked, (int, float)) and asked >= 0 else None
+
+
+def _error(state: RetryCallState) -> BaseException | None:
+    return state.outcome.exception() if state.outcome is not None else None
 
 
 def _count(state: RetryCallState) -> None:

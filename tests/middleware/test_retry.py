@@ -57,11 +57,34 @@ async def test_retry_waits_the_retry_after_the_provider_asked_for() -> None:
     assert slept == [0.02]
 
 
-async def test_retry_after_is_capped_by_max_retry_after() -> None:
-    model = ScriptedModel([RateLimitedError("429", retry_after=3600), "ok"])
-    started = time.monotonic()
-    await Agent(model).use(retry(max_retry_after=0.01, **FAST)).run("hi")
-    assert time.monotonic() - started < 0.5
+async def test_a_retry_after_above_max_retry_after_is_raised_not_cut_short() -> None:
+    """A provider asking for more than `max_retry_after` is never sent too early: the error is raised."""
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    model = ScriptedModel([RateLimitedError("429", retry_after=3600), "never"])
+    with pytest.raises(RateLimitedError):
+        await Agent(model).use(retry(max_retry_after=10, sleep=sleep, **FAST)).run("hi")
+    assert slept == [] and len(model.requests) == 1
+
+
+async def test_a_retry_after_longer_than_max_delay_allows_is_raised_not_cut_short() -> None:
+    """`retry(max_delay=3)` and `retry-after: 6`: no request before 6 s, so no retry at all; the 429 is raised."""
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    model = ScriptedModel([RateLimitedError("429", retry_after=6), "never"])
+    with pytest.raises(RateLimitedError):
+        await Agent(model).use(retry(max_delay=3, sleep=sleep, **FAST)).run("hi")
+    assert slept == [] and len(model.requests) == 1
+
+    model = ScriptedModel([RateLimitedError("429", retry_after=2.5), "ok"])
+    assert (await Agent(model).use(retry(max_delay=3, sleep=sleep, **FAST)).run("hi")).output == "ok"
+    assert slept == [2.5]
 
 
 async def test_backoff_grows_exponentially_without_retry_after() -> None:
