@@ -32,7 +32,7 @@ class fallback:
         if not models:
             raise TypeError(
                 "fallback needs the models to fall back to, e.g. "
-                "agent.use(fallback('openai:gpt-4o-mini')); it cannot be used bare"
+                "agent.use(fallback('openai:gpt-5.4-mini')); it cannot be used bare"
             )
         self.models: tuple[Model, ...] = tuple(resolve_model(model) for model in models)
         self.when = when

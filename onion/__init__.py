@@ -10,15 +10,14 @@ from . import errors
 from ._agent import Agent
 from ._calls import Call, ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
 from ._events import Event, ModelCallFinished, RunFinished, StreamReset, TextDelta, ToolCallStarted, ToolResultEvent
+from ._handlers import Handler, ModelNext, RunNext, ToolNext, ToolsNext
 from ._history import check_history
 from ._layers import Layer
 from ._messages import Message, Role, ToolRequest, Usage
 from ._model import Model, resolve_model
-from ._stack import Handler, Stack
+from ._stack import Stack
 from ._tools import Tool, tool
 from .errors import MaxStepsExceeded, MessageOrderError, MiddlewareError, ModelError, OnionError
-
-ToolDef = Tool
 
 __all__ = [
     "Agent",
@@ -34,11 +33,13 @@ __all__ = [
     "ModelCall",
     "ModelCallFinished",
     "ModelError",
+    "ModelNext",
     "ModelResponse",
     "OnionError",
     "Role",
     "Run",
     "RunFinished",
+    "RunNext",
     "RunResult",
     "Stack",
     "StreamReset",
@@ -47,10 +48,11 @@ __all__ = [
     "ToolBatch",
     "ToolCall",
     "ToolCallStarted",
-    "ToolDef",
+    "ToolNext",
     "ToolRequest",
     "ToolResult",
     "ToolResultEvent",
+    "ToolsNext",
     "Usage",
     "check_history",
     "errors",

@@ -1,9 +1,8 @@
-"""The protocol a model implements, and model strings such as "anthropic:claude-sonnet-4-5"."""
+"""The protocol a model implements, and model strings such as "anthropic:claude-sonnet-5-5"."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from ._calls import ModelCall, ModelResponse
@@ -20,10 +19,6 @@ class Model(Protocol):
     name: str
 
     async def request(self, call: ModelCall) -> ModelResponse: ...
-
-
-class StreamingModel(Model, Protocol):
-    def stream(self, call: ModelCall) -> AsyncIterator[Any]: ...
 
 
 PROVIDERS = {

@@ -6,15 +6,13 @@ import inspect
 import os
 import sys
 import weakref
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from types import CodeType, FunctionType, MethodType
 from typing import Any
 
+from ._handlers import Handler as Handler
 from ._layers import KINDS, Layer
 from .errors import MiddlewareError
-
-Handler = Callable[[Any], Awaitable[Any]]
-"""`call_next` for any kind: takes the context, returns an awaitable of the result."""
 
 
 class Stack:

@@ -19,7 +19,7 @@ __all__ = ["AnthropicModel"]
 
 
 class AnthropicModel(ProviderModel):
-    """A Claude model: `AnthropicModel("claude-sonnet-4-5")`.
+    """A Claude model: `AnthropicModel("claude-sonnet-5-5")`.
 
     Without `client=`, onion builds an `AsyncAnthropic` from `ANTHROPIC_API_KEY`
     and `ANTHROPIC_BASE_URL` (or `api_key=` / `base_url=`) with

@@ -26,7 +26,7 @@ def build_openai_client(options: dict[str, Any]) -> Any:
 
 
 class OpenAIChatModel(ProviderModel):
-    """A model behind Chat Completions: `OpenAIChatModel("gpt-4o")`.
+    """A model behind Chat Completions: `OpenAIChatModel("gpt-5.5")`.
 
     Without `client=`, onion builds an `AsyncOpenAI` from `OPENAI_API_KEY` and
     `OPENAI_BASE_URL` (or `api_key=` / `base_url=`; the base URL includes

@@ -1,0 +1,23 @@
+"""The types of `call_next`, one per kind of call, so that `return await call_next(ctx)` type-checks."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ._calls import ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
+
+Handler = Callable[[Any], Awaitable[Any]]
+"""`call_next` for a layer that wraps several kinds: takes the context, returns an awaitable of the result."""
+
+RunNext = Callable[[Run], Awaitable[RunResult]]
+"""`call_next` of a run layer: `async def mw(ctx: Run, call_next: RunNext) -> RunResult`."""
+
+ModelNext = Callable[[ModelCall], Awaitable[ModelResponse]]
+"""`call_next` of a model layer: `async def mw(ctx: ModelCall, call_next: ModelNext) -> ModelResponse`."""
+
+ToolsNext = Callable[[ToolBatch], Awaitable[list[ToolResult]]]
+"""`call_next` of a tools layer: `async def mw(ctx: ToolBatch, call_next: ToolsNext) -> list[ToolResult]`."""
+
+ToolNext = Callable[[ToolCall], Awaitable[ToolResult]]
+"""`call_next` of a tool layer: `async def mw(ctx: ToolCall, call_next: ToolNext) -> ToolResult`."""
