@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ._calls import ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
 from ._events import Event, ModelCallFinished, RunFinished, StreamReset, TextDelta, ToolCallStarted, ToolResultEvent
@@ -14,6 +14,9 @@ from ._model import Model, resolve_model
 from ._stack import Handler, Stack, bad_result, checked_by_default, concurrent_call_next
 from ._tools import Tool, as_tool, render
 from .errors import MaxStepsExceeded, MiddlewareError, ToolArgumentsError
+
+if TYPE_CHECKING:
+    from .stores import Session, Store
 
 
 class _Chains(NamedTuple):
@@ -44,6 +47,7 @@ class Agent:
         parallel_tools: bool = True,
         settings: dict[str, Any] | None = None,
         checked: bool | None = None,
+        store: Store | None = None,
     ) -> None:
         self.model = resolve_model(model)
         self._owns_model = isinstance(model, str)
@@ -58,6 +62,8 @@ class Agent:
         self.settings = dict(settings or {})
         self.checked = checked_by_default() if checked is None else checked
         self.stack = Stack(*middleware, name=self.name)
+        self.store = store
+        """Where runs are journaled and sessions kept (`onion.stores`); None: runs live in memory only."""
         self._chains: _Chains | None = None
         self._version = -1
 
@@ -92,13 +98,50 @@ class Agent:
 
     # -- running ---------------------------------------------------------------
 
-    async def run(self, input: str | Message | Sequence[Message], *, state: dict[str, Any] | None = None) -> RunResult:
-        """Run the agent on `input` (a question, a message, or a history to continue)."""
-        chains = self._compiled()
-        run = Run(self, input, self._first_messages(input), state)
-        return await self._run(chains, run)
+    async def run(
+        self,
+        input: str | Message | Sequence[Message],
+        *,
+        state: dict[str, Any] | None = None,
+        session: str | Session | None = None,
+    ) -> RunResult:
+        """Run the agent on `input` (a question, a message, or a history to continue).
 
-    def run_sync(self, input: str | Message | Sequence[Message], *, state: dict[str, Any] | None = None) -> RunResult:
+        With `session` (an id in `agent.store`, or a `Session`) the run starts
+        from the session's messages and, when it completes, appends its new
+        ones; runs on one session wait for each other.
+        """
+        chains = self._compiled()
+        if session is None:
+            return await self._run(chains, Run(self, input, self._first_messages(input), state))
+        conversation = self._session(session)
+        async with conversation.lock():
+            history = await conversation.messages()
+            first = self._first_messages(input)
+            start = 1 if first and first[0].role == "system" else 0
+            run = Run(self, input, [*first[:start], *history, *first[start:]], state)
+            start += len(history)
+            result = await self._run(chains, run)
+            await conversation.append(result.messages[start:])
+            return result
+
+    def _session(self, session: str | Session) -> Session:
+        if not isinstance(session, str):
+            return session
+        if self.store is None:
+            raise ValueError(
+                f"{self.name}: session={session!r} needs a store to keep it in: "
+                "Agent(..., store=SQLiteStore('onion.db')), or pass session=store.session(id)"
+            )
+        return self.store.session(session)
+
+    def run_sync(
+        self,
+        input: str | Message | Sequence[Message],
+        *,
+        state: dict[str, Any] | None = None,
+        session: str | Session | None = None,
+    ) -> RunResult:
         """`run` for code without an event loop."""
         try:
             asyncio.get_running_loop()
@@ -106,7 +149,7 @@ class Agent:
             pass
         else:
             raise RuntimeError("run_sync() called inside an event loop: use `await agent.run(...)`")
-        return asyncio.run(self.run(input, state=state))
+        return asyncio.run(self.run(input, state=state, session=session))
 
     async def stream(
         self, input: str | Message | Sequence[Message], *, state: dict[str, Any] | None = None

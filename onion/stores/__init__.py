@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ._memory import MemoryStore
 from ._protocols import CacheStore, RateStore, RunRecord, RunStatus, RunStore, SessionStore, Store
+from ._session import Session
 from ._sqlite import SQLiteStore
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "RunStatus",
     "RunStore",
     "SQLiteStore",
+    "Session",
     "SessionStore",
     "Store",
 ]

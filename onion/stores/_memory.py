@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from ..errors import RunBusy, RunNotFound
 from ._buckets import Bucket
 from ._protocols import RunRecord, RunStatus
+from ._session import Session
 
 
 class MemoryStore:
@@ -103,6 +104,10 @@ class MemoryStore:
         return record
 
     # -- sessions --------------------------------------------------------------
+
+    def session(self, session_id: str) -> Session:
+        """The conversation `session_id` kept in this store."""
+        return Session(self, session_id)
 
     async def session_messages(self, session_id: str) -> list[str]:
         return list(self._sessions.get(session_id, ()))

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ._session import Session
 
 RunStatus = Literal["running", "paused", "completed", "failed"]
 
@@ -102,6 +105,10 @@ class RunStore(Protocol):
 @runtime_checkable
 class SessionStore(Protocol):
     """Conversations kept per session id, and a lock that serialises runs on one session."""
+
+    def session(self, session_id: str) -> Session:
+        """The conversation `session_id` kept in this store."""
+        ...
 
     async def session_messages(self, session_id: str) -> list[str]:
         """The session's messages, oldest first."""

@@ -14,6 +14,7 @@ from ..errors import RunBusy, RunNotFound
 from ._buckets import Bucket
 from ._memory import claim_refusal, lost_message
 from ._protocols import RunRecord, RunStatus
+from ._session import Session
 
 T = TypeVar("T")
 
@@ -188,6 +189,10 @@ class SQLiteStore:
         await self._write(delete)
 
     # -- sessions --------------------------------------------------------------
+
+    def session(self, session_id: str) -> Session:
+        """The conversation `session_id` kept in this store."""
+        return Session(self, session_id)
 
     async def session_messages(self, session_id: str) -> list[str]:
         rows = await self._read("SELECT message FROM onion_sessions WHERE session_id = ? ORDER BY seq", session_id)
