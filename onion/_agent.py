@@ -12,7 +12,7 @@ from ._history import check_history
 from ._messages import Message
 from ._model import Model, resolve_model
 from ._stack import Handler, Stack, bad_result, checked_by_default, concurrent_call_next
-from ._tools import Tool, as_tool, render
+from ._tools import Tool, as_tool, render, valid_text
 from .errors import MaxStepsExceeded, MiddlewareError, ToolArgumentsError
 
 if TYPE_CHECKING:
@@ -257,7 +257,7 @@ class Agent:
             for call, result in zip(calls, results, strict=True):
                 if not isinstance(result, ToolResult):
                     raise bad_result(chains.stack, "tools", results, expected_count=len(calls))
-                answers.append(Message.tool(call.id, result.content, result.is_error))
+                answers.append(Message.tool(call.id, valid_text(result.content), result.is_error))
         except BaseException as error:
             reason = "the run was cancelled" if isinstance(error, asyncio.CancelledError) else type(error).__name__
             for call in calls:
@@ -330,7 +330,9 @@ class Agent:
             raise
         except Exception as error:
             result = ToolResult(
-                content=f"Tool {call.name} failed: {type(error).__name__}: {error}", is_error=True, call_id=call.id
+                content=valid_text(f"Tool {call.name} failed: {type(error).__name__}: {error}"),
+                is_error=True,
+                call_id=call.id,
             )
         if not isinstance(result, ToolResult):
             raise bad_result(chains.stack, "tool", result)

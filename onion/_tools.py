@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any, overload
@@ -52,12 +53,19 @@ class Tool:
         return dict(model.__dict__)  # extra="forbid": exactly the declared fields
 
     async def invoke(self, args: dict[str, Any], call: ToolCall | None = None) -> Any:
-        """Run the function with validated `args`; sync functions run in a worker thread."""
+        """Run the function with validated `args`; sync functions run in a worker thread.
+
+        An awaitable that a sync function returns (a sync wrapper around an
+        async function) is awaited on the loop.
+        """
         if self._context_parameter is not None:
             args = {**args, self._context_parameter: call}
         if self.is_async:
             return await self.function(**args)
-        return await asyncio.to_thread(self.function, **args)
+        value = await asyncio.to_thread(self.function, **args)
+        if inspect.isawaitable(value):
+            value = await value
+        return value
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)
@@ -84,15 +92,27 @@ def as_tool(item: Tool | Callable[..., Any]) -> Tool:
 
 
 def render(value: Any) -> str:
-    """The text the model reads for a tool's return value."""
+    """The text the model reads for a tool's return value (valid UTF-8: see `valid_text`)."""
     if isinstance(value, str):
-        return value
+        return valid_text(value)
     if value is None:
         return ""
     try:
         return pydantic_core.to_json(value).decode()
     except pydantic_core.PydanticSerializationError:
         return json.dumps(value, default=str)
+
+
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD, so that it encodes as UTF-8.
+
+    A file name `os.listdir` could not decode holds one; an SDK, a cache or a
+    log that encodes the text would raise `UnicodeEncodeError` on it.
+    """
+    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _description(function: Callable[..., Any]) -> str:
@@ -107,6 +127,11 @@ def _arguments_model(function: Callable[..., Any], name: str) -> tuple[str | Non
     for parameter in inspect.signature(function).parameters.values():
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             raise TypeError(f"tool {name}: *args and **kwargs cannot be described to a model")
+        if parameter.kind is parameter.POSITIONAL_ONLY:
+            raise TypeError(
+                f"tool {name}: the parameter {parameter.name!r} is positional-only (before `/`); "
+                "tools are called with keyword arguments"
+            )
         annotation = hints.get(parameter.name, Any)
         if annotation is ToolCall:
             context_parameter = parameter.name
