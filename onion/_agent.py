@@ -54,7 +54,11 @@ class Agent:
         self.tools = [as_tool(item) for item in tools]
         self._tools_by_name = {item.name: item for item in self.tools}
         if len(self._tools_by_name) != len(self.tools):
-            raise ValueError(f"two tools share a name: {[t.name for t in self.tools]}")
+            names = [item.name for item in self.tools]
+            duplicates = sorted({name for name in names if names.count(name) > 1})
+            raise ValueError(
+                f"two tools share the name {', '.join(map(repr, duplicates))}: rename one (@tool(name=...))"
+            )
         self.instructions = instructions
         self.name = name or "agent"
         self.max_steps = max_steps
@@ -267,11 +271,10 @@ class Agent:
 
     def _emit_response(self, run: Run, call: ModelCall, response: ModelResponse) -> None:
         assert run.emit is not None
-        if not call.streamed:
-            if response.text:
-                run.emit(TextDelta(response.text))
-            for request in response.tool_calls:
-                run.emit(ToolCallStarted(request.id, request.name))
+        if not call.streamed and response.text:
+            run.emit(TextDelta(response.text))
+        for request in response.tool_calls:
+            run.emit(ToolCallStarted(request.id, request.name, dict(request.args)))
         run.emit(ModelCallFinished(response, response.usage, response.cached))
 
     async def _request(self, call: ModelCall) -> ModelResponse:
@@ -283,10 +286,17 @@ class Agent:
         try:
             stream = getattr(call.model, "stream", None)
             if call.run.emit is None or stream is None:
-                return await call.model.request(call)
-            return await self._stream_request(call, stream)
+                response = await call.model.request(call)
+            else:
+                response = await self._stream_request(call, stream)
         finally:
             call._entered = False
+        if not isinstance(response, ModelResponse):
+            raise TypeError(
+                f"model {call.model!r} returned {type(response).__name__} {response!r:.80} "
+                "where request() must return an onion.ModelResponse"
+            )
+        return response
 
     async def _stream_request(
         self, call: ModelCall, stream: Callable[[ModelCall], AsyncIterator[Any]]
@@ -302,11 +312,12 @@ class Agent:
                 response = item
                 continue
             call.streamed = True
-            emit(item)
+            if not isinstance(item, ToolCallStarted):  # emitted with its arguments once the response is whole
+                emit(item)
             for observer in call.observers or ():
                 observer(item)
         if response is None:
-            raise MiddlewareError(f"{call.model!r}.stream() ended without a ModelResponse")
+            raise TypeError(f"model {call.model!r}: stream() ended without yielding an onion.ModelResponse last")
         return response
 
     async def _run_batch(self, batch: ToolBatch) -> list[ToolResult]:

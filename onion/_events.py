@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._calls import ModelResponse, RunResult, ToolResult
@@ -19,10 +19,12 @@ class TextDelta:
 
 @dataclass(slots=True)
 class ToolCallStarted:
-    """The model began asking for a tool call."""
+    """The model asked for a tool call; emitted when its arguments are complete, before the call runs."""
 
     id: str
     name: str
+    args: dict[str, Any] = field(default_factory=dict)
+    """The arguments the model sent (empty when they were not valid JSON)."""
 
 
 @dataclass(slots=True)

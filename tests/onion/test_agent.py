@@ -368,7 +368,7 @@ def test_model_strings_need_a_known_provider() -> None:
 
 
 def test_duplicate_tool_names_are_refused() -> None:
-    with pytest.raises(ValueError, match="share a name"):
+    with pytest.raises(ValueError, match="share the name 'add'"):
         Agent(ScriptedModel([]), tools=[add, add])
 
 
@@ -561,3 +561,45 @@ def test_a_tool_parameter_pydantic_cannot_take_is_refused_by_name() -> None:
 
     with pytest.raises(TypeError, match="tool leaky: rename the parameter '_secret'"):
         tool(leaky)
+
+
+def test_a_duplicate_tool_name_is_named_alone() -> None:
+    """The error names the duplicated name, not every tool of the agent."""
+
+    @tool
+    def lookup(query: str) -> str:
+        """Look up."""
+        return query
+
+    @tool(name="lookup")
+    def other(query: str) -> str:
+        """Look up elsewhere."""
+        return query
+
+    @tool
+    def unrelated() -> str:
+        """Unrelated."""
+        return ""
+
+    with pytest.raises(ValueError, match=r"^two tools share the name 'lookup': rename one") as error:
+        Agent(ScriptedModel(["x"]), tools=[lookup, other, unrelated])
+    assert "unrelated" not in str(error.value)
+
+
+async def test_a_model_returning_the_wrong_type_is_blamed_not_the_layers() -> None:
+    """A model whose request() returns a str raises a TypeError naming the model, not a MiddlewareError."""
+
+    class Broken:
+        name = "broken"
+
+        async def request(self, call: ModelCall) -> Any:
+            return "just text"
+
+        def __repr__(self) -> str:
+            return "<Broken>"
+
+    async def passthrough(ctx: ModelCall, call_next: Any) -> Any:
+        return await call_next(ctx)
+
+    with pytest.raises(TypeError, match=r"model <Broken> returned str 'just text' where request\(\) must return"):
+        await Agent(Broken(), middleware=[passthrough]).run("x")

@@ -49,6 +49,7 @@ async def test_text_and_tool_calls_are_assembled_from_fragments(
     assert first.stop_reason == "tool_use"
     head = events[: events.index(next(e for e in events if isinstance(e, ModelCallFinished)))]
     assert [type(e).__name__ for e in head if not isinstance(e, TextDelta)] == ["ToolCallStarted"] * 2
+    assert [(e.id, e.args) for e in head if isinstance(e, ToolCallStarted)] == [(c.id, c.args) for c in calls]
     assert "".join(e.text for e in head if isinstance(e, TextDelta)) == "Let me look that up."
     assert isinstance(head[0], TextDelta)
 
@@ -66,7 +67,10 @@ async def test_layers_observe_the_deltas_of_their_call(api: str, server: FakePro
 
     assert seen[0] == ToolCallStarted("call_1", "lookup")
     assert "".join(e.text for e in seen if isinstance(e, TextDelta)) == "all done here"
-    assert seen == [e for e in events if isinstance(e, TextDelta | ToolCallStarted)]
+    assert [e for e in seen if isinstance(e, TextDelta)] == [e for e in events if isinstance(e, TextDelta)]
+    assert [e for e in events if isinstance(e, ToolCallStarted)] == [
+        ToolCallStarted("call_1", "lookup", {"query": "q", "limit": 1})
+    ]
 
 
 async def test_a_short_circuited_call_still_streams_its_text_and_costs_nothing(
