@@ -27,8 +27,9 @@ class RetryPolicy:
 
     Only `Exception`s are ever retried: `asyncio.CancelledError`,
     `KeyboardInterrupt`, `SystemExit` and onion's control-flow signals
-    (all `BaseException`) pass straight through, and so does a `ModelError`
-    whose `retryable` is false, and an error whose `retry_after` asks for a
+    (all `BaseException`) pass straight through, and so does any error
+    whose `retryable` is false (a `ModelError` so marked,
+    `onion.errors.ToolAborted`), and an error whose `retry_after` asks for a
     longer wait than `max_retry_after` (nothing is sent before the provider
     allows it). Model calls: a retryable `ModelError`, or what
     `retry_on(error)` accepts. Tool calls: any other exception, or what
@@ -67,8 +68,8 @@ class RetryPolicy:
         return True if self.retry_on is None else self.retry_on(error)
 
     def _may_retry(self, error: Exception) -> bool:
-        """False for a `ModelError` marked not retryable, or one asking to wait past `max_retry_after`."""
-        if isinstance(error, ModelError) and not error.retryable:
+        """False for an error marked not retryable, or one asking to wait past `max_retry_after`."""
+        if getattr(error, "retryable", True) is False:
             return False
         asked = retry_after(error)
         return asked is None or asked <= self.max_retry_after

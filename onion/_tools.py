@@ -14,7 +14,7 @@ import pydantic
 import pydantic_core
 
 from ._calls import ToolCall
-from .errors import ToolArgumentsError
+from .errors import ToolAborted, ToolArgumentsError
 
 
 class Tool:
@@ -56,16 +56,23 @@ class Tool:
         """Run the function with validated `args`; sync functions run in a worker thread.
 
         An awaitable that a sync function returns (a sync wrapper around an
-        async function) is awaited on the loop.
+        async function) is awaited on the loop. A `BaseException` other than
+        cancellation (`SystemExit`, `KeyboardInterrupt`) becomes `ToolAborted`,
+        so a tool can never stop the event loop.
         """
         if self._context_parameter is not None:
             args = {**args, self._context_parameter: call}
-        if self.is_async:
-            return await self.function(**args)
-        value = await asyncio.to_thread(self.function, **args)
-        if inspect.isawaitable(value):
-            value = await value
-        return value
+        try:
+            if self.is_async:
+                return await self.function(**args)
+            value = await asyncio.to_thread(self.function, **args)
+            if inspect.isawaitable(value):
+                value = await value
+            return value
+        except (Exception, asyncio.CancelledError):
+            raise
+        except BaseException as error:
+            raise ToolAborted(f"tool {self.name} raised {type(error).__name__}: {error}") from error
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)

@@ -25,6 +25,7 @@ __all__ = [
     "RunNotFound",
     "ScriptExhausted",
     "ServerError",
+    "ToolAborted",
     "ToolArgumentsError",
 ]
 
@@ -172,3 +173,14 @@ class RunNotFound(OnionError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class ToolAborted(OnionError):
+    """A tool raised a `BaseException` that is not cancellation (`SystemExit`, `KeyboardInterrupt`, ...).
+
+    It ends that call only (the model reads it as an error result), never
+    the event loop or the other runs on it. The original is `__cause__`.
+    Not retryable (`retryable` is false): `retry` runs the tool once.
+    """
+
+    retryable = False

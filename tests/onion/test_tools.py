@@ -97,3 +97,55 @@ async def test_a_tool_result_with_a_lone_surrogate_goes_through_the_real_sdks(
         await model.aclose()
     assert result.output == "one file"
     assert "report-\ufffd.txt" in json.dumps(server.requests[1].body, ensure_ascii=False)
+
+
+@tool
+def parse_flags(flags: list[str]) -> str:
+    """Parse command-line flags."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="report")
+    parser.add_argument("--year", type=int)
+    return str(parser.parse_args(flags))
+
+
+@tool
+async def quit_now() -> str:
+    """Exit."""
+    raise KeyboardInterrupt
+
+
+async def test_a_tool_that_raises_system_exit_fails_only_its_own_call(capsys: pytest.CaptureFixture[str]) -> None:
+    """An argparse error (`SystemExit`) in one run's tool is that call's error result; 10 concurrent runs all end."""
+
+    def agent(index: int) -> Agent:
+        flags = ["--bogus"] if index == 3 else ["--year", "2024"]
+        script = [
+            [call("parse_flags", flags=flags), call("quit_now")] if index == 3 else [call("parse_flags", flags=flags)]
+        ]
+        return Agent(ScriptedModel([*script, f"run {index} done"]), tools=[parse_flags, quit_now])
+
+    results = await asyncio.gather(*(agent(i).run("x") for i in range(10)))
+    assert [result.output for result in results] == [f"run {i} done" for i in range(10)]
+    parsed, quit = results[3].messages[-3], results[3].messages[-2]
+    assert parsed.is_error and "SystemExit: 2" in parsed.text and "ToolAborted" in parsed.text
+    assert quit.is_error and "KeyboardInterrupt" in quit.text
+    assert results[0].messages[-2].text == "Namespace(year=2024)"
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+async def test_an_aborted_tool_is_not_retried() -> None:
+    """`ToolAborted` is not retryable: `retry(tools=True)` runs a tool that raised `SystemExit` once."""
+    from middleware import retry
+
+    runs: list[int] = []
+
+    @tool
+    def leave() -> str:
+        """Leave."""
+        runs.append(1)
+        raise SystemExit(1)
+
+    agent = Agent(ScriptedModel([[call("leave")], "ok"]), tools=[leave]).use(retry(tools=True, initial=0, jitter=0))
+    result = await agent.run("x")
+    assert runs == [1] and result.messages[-2].is_error
