@@ -1,8 +1,10 @@
-"""`concurrency`: cap how many tool calls (and, configured, model calls) run at once."""
+"""`concurrency`: cap how many tool calls (and, configured, model calls) run at once, process-wide."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,15 +13,68 @@ from onion import Handler, ModelCall, ModelResponse, ToolCall, ToolResult
 __all__ = ["concurrency"]
 
 
-class _Semaphores:
-    """The semaphores of one event loop."""
+class Slots:
+    """`size` slots shared by every thread and event loop of the process; waiters are served in order.
 
-    __slots__ = ("models", "per_tool", "tools")
+    A waiter awaits a future of its own loop, so waiting never blocks a
+    loop; a slot freed in another thread is handed over with
+    `call_soon_threadsafe`. Cancellation-safe: a cancelled waiter takes no
+    slot, or passes on the one it was just handed. `release` must be called
+    from a coroutine, once per `acquire`.
+    """
 
-    def __init__(self, tools: int | None, per_tool: Mapping[str, int], models: int | None) -> None:
-        self.tools = None if tools is None else asyncio.Semaphore(tools)
-        self.per_tool = {name: asyncio.Semaphore(n) for name, n in per_tool.items()}
-        self.models = None if models is None else asyncio.Semaphore(models)
+    __slots__ = ("_free", "_lock", "_waiters")
+
+    def __init__(self, size: int) -> None:
+        self._free = size
+        self._lock = threading.Lock()
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def waiting(self) -> int:
+        """How many callers are queued for a slot right now."""
+        return len(self._waiters)
+
+    async def acquire(self) -> None:
+        with self._lock:
+            if self._free and not self._waiters:
+                self._free -= 1
+                return
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            with self._lock:
+                queued = waiter in self._waiters
+                if queued:
+                    self._waiters.remove(waiter)
+            if not queued:  # a slot was handed over as this waiter was cancelled
+                self.release()
+            raise
+
+    def release(self) -> None:
+        while True:
+            with self._lock:
+                if not self._waiters:
+                    self._free += 1
+                    return
+                waiter = self._waiters.popleft()
+            loop = waiter.get_loop()
+            if loop is asyncio.get_running_loop():
+                _hand_over(waiter)
+                return
+            try:
+                loop.call_soon_threadsafe(_hand_over, waiter)
+                return
+            except RuntimeError:  # the waiter's loop is closed: the next waiter gets the slot
+                continue
+
+
+def _hand_over(waiter: asyncio.Future[None]) -> None:
+    """Wake `waiter` with its slot (a cancelled one passes the slot on itself)."""
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class concurrency:
@@ -28,13 +83,14 @@ class concurrency:
     `per_tool={"browser": 1}` adds a cap per tool name (a call waits for its
     tool's slot first, then for a global one, so it never holds a global slot
     while queued behind its own tool); `limit=None` leaves only the per-tool
-    caps. `models=N` also caps concurrent model calls. Waiting is FIFO and
+    caps. `models=N` also caps concurrent model calls. The caps hold
+    process-wide: runs in other threads, each with its own event loop (each
+    `run_sync` starts one), share them too. Waiting is FIFO and
     cancellation-safe: a cancelled call gives back its slot, or never takes
-    one. Slots are shared within one event loop; a layer used from a new loop
-    (each `run_sync` starts one) starts over with fresh semaphores.
+    one.
     """
 
-    __slots__ = ("_loop", "_semaphores", "limit", "models", "per_tool", "wrap_only")
+    __slots__ = ("_models", "_per_tool", "_tools", "limit", "models", "per_tool", "wrap_only")
 
     def __init__(
         self, limit: int | None = 8, *, per_tool: Mapping[str, int] | None = None, models: int | None = None
@@ -46,31 +102,36 @@ class concurrency:
         self.per_tool = dict(per_tool or {})
         self.models = models
         self.wrap_only = ("model", "tool") if models is not None else ("tool",)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._semaphores = _Semaphores(limit, self.per_tool, models)
+        self._tools = None if limit is None else Slots(limit)
+        self._per_tool = {name: Slots(n) for name, n in self.per_tool.items()}
+        self._models = None if models is None else Slots(models)
 
-    def _current(self) -> _Semaphores:
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:
-            self._loop = loop
-            self._semaphores = _Semaphores(self.limit, self.per_tool, self.models)
-        return self._semaphores
+    @property
+    def waiting(self) -> int:
+        """How many calls are queued for a slot right now, in every thread."""
+        every = [self._tools, self._models, *self._per_tool.values()]
+        return sum(slots.waiting for slots in every if slots is not None)
 
     async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
-        semaphores = self._current()
-        own = semaphores.per_tool.get(call.name)
-        if own is not None:
-            async with own:
-                return await _within(semaphores.tools, call, call_next)  # type: ignore[no-any-return]
-        return await _within(semaphores.tools, call, call_next)  # type: ignore[no-any-return]
+        own = self._per_tool.get(call.name)
+        if own is None:
+            return await _within(self._tools, call, call_next)  # type: ignore[no-any-return]
+        await own.acquire()
+        try:
+            return await _within(self._tools, call, call_next)  # type: ignore[no-any-return]
+        finally:
+            own.release()
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
-        return await _within(self._current().models, call, call_next)  # type: ignore[no-any-return]
+        return await _within(self._models, call, call_next)  # type: ignore[no-any-return]
 
 
-async def _within(semaphore: asyncio.Semaphore | None, ctx: Any, call_next: Handler) -> Any:
-    """`call_next(ctx)`, holding `semaphore` if there is one."""
-    if semaphore is None:
+async def _within(slots: Slots | None, ctx: Any, call_next: Handler) -> Any:
+    """`call_next(ctx)`, holding one of `slots` if there are any."""
+    if slots is None:
         return await call_next(ctx)
-    async with semaphore:
+    await slots.acquire()
+    try:
         return await call_next(ctx)
+    finally:
+        slots.release()

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
+from collections.abc import Callable
 
 import pytest
 
 from middleware import concurrency
-from onion import Agent, check_history, tool
-from onion.testing import FunctionModel, ScriptedModel, call
+from middleware.concurrency import Slots
+from onion import Agent, ModelCall, check_history, tool
+from onion.testing import FunctionModel, ScriptedModel, ScriptItem, call
 
 
 class Gauge:
@@ -117,6 +121,103 @@ def test_a_layer_reused_on_a_new_event_loop_works() -> None:
     for _ in range(2):
         assert agent_with(layer, gauges, ["search"] * 2).run_sync("q").output == "x"
     assert gauges["all"].peak == 1
+
+
+class ThreadGauge:
+    """Counts calls in flight across threads, the most at once, and the calls finished."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = self.peak = self.done = 0
+
+    def enter(self) -> None:
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+
+    def leave(self) -> None:
+        with self.lock:
+            self.now -= 1
+            self.done += 1
+
+
+async def until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Wait (without blocking the loop) until `condition()` holds; fail after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition never held"
+        await asyncio.sleep(0.001)
+
+
+def in_threads(n: int, work: Callable[[], object]) -> None:
+    """Run `work` in `n` threads at once (each `run_sync` starts its own event loop) and join them."""
+    errors: list[BaseException] = []
+
+    def guarded() -> None:
+        try:
+            work()
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=guarded) for _ in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+
+
+@pytest.mark.parametrize(
+    "layer",
+    [concurrency(limit=1), concurrency(limit=None, per_tool={"hold": 1}), concurrency(limit=None, models=1)],
+    ids=["limit", "per_tool", "models"],
+)
+def test_the_cap_holds_across_threads_each_running_its_own_event_loop(layer: concurrency) -> None:
+    """A layer shared by agents run in 4 threads (4 event loops) lets one call at a time through a cap of 1.
+
+    Each call holds its slot until every call not yet finished is queued behind it, or one got past the cap.
+    """
+    gauge = ThreadGauge()
+
+    async def hold() -> None:
+        gauge.enter()
+        try:
+            await until(lambda: gauge.peak > 1 or layer.waiting == 4 - gauge.done - 1)
+        finally:
+            gauge.leave()
+
+    if layer.models is not None:
+
+        async def answer(_: ModelCall) -> str:
+            await hold()
+            return "x"
+
+        agent = Agent(FunctionModel(answer)).use(layer)
+    else:
+
+        def answer(model_call: ModelCall) -> ScriptItem:
+            return "x" if model_call.messages[-1].role == "tool" else [call("hold")]
+
+        agent = Agent(FunctionModel(answer), tools=[tool(description="Hold.")(hold)]).use(layer)
+
+    def run_one() -> None:
+        assert not any(message.is_error for message in agent.run_sync("q").messages)
+
+    in_threads(4, run_one)
+    assert gauge.done == 4 and gauge.peak == 1
+
+
+async def test_a_slot_handed_to_a_waiter_cancelled_meanwhile_is_passed_on_not_lost() -> None:
+    slots = Slots(1)
+    await slots.acquire()
+    waiter = asyncio.ensure_future(slots.acquire())
+    await until(lambda: slots.waiting == 1)
+    slots.release()  # handed to the waiter, which is cancelled before it wakes
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    await asyncio.wait_for(slots.acquire(), timeout=1)
+    assert slots.waiting == 0
 
 
 @pytest.mark.parametrize("kwargs", [{"limit": 0}, {"models": -1}, {"per_tool": {"browser": 0}}, {"limit": 2.5}])

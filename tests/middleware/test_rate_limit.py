@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -105,6 +106,28 @@ async def test_estimates_above_tpm_still_hold_the_steady_rate_to_tpm() -> None:
     used, windows = 100 * 300, fake.now / 60
     assert windows > 29
     assert 1000 * windows <= used <= 1000 * (windows + 1)
+
+
+def test_the_limit_holds_across_threads_each_running_its_own_event_loop() -> None:
+    """One layer shared by agents run in 4 threads (4 event loops): rpm=5 lets 5 of 20 calls through in all."""
+    limiter = rate_limit(rpm=5, wait=False, store=MemoryRateStore(clock=lambda: 100.0))
+    agent = Agent(ScriptedModel(answers(20))).use(limiter)
+    passed: list[bool] = []
+
+    def five_runs() -> None:
+        for _ in range(5):
+            try:
+                agent.run_sync("hi")
+                passed.append(True)
+            except RateLimitExceeded:
+                passed.append(False)
+
+    threads = [threading.Thread(target=five_runs) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(passed) == 20 and passed.count(True) == 5
 
 
 async def test_limits_are_kept_per_model_by_default_and_per_key_when_given() -> None:
