@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from onion import Handler, Message, ModelCall, ModelResponse, Tool, ToolCall, ToolRequest, ToolResult, Usage
@@ -113,6 +114,13 @@ class SQLiteStore:
         self.close()
 
 
+KeyFunction = Callable[[ModelCall | ToolCall], object]
+"""`cache(key=...)`: the part of a call's key your code decides (say the user); `None` skips the cache."""
+
+logger = logging.getLogger("onion.cache")
+_UNCACHED = object()
+
+
 class cache:
     """Answer a model request seen before from `store`, without calling the model.
 
@@ -123,12 +131,16 @@ class cache:
     tool call ids. Errors are never cached (nor error tool results).
     `ttl` is in seconds (`None`: forever). `tools` opts tool calls in,
     `True` or names; their results are keyed by tool name and arguments.
+    A tool that takes the call context (`Tool.takes_context`) is never
+    cached unless `key` is given: `key(call)` (a `ModelCall` or `ToolCall`;
+    `call.run.state` holds the run's state) joins every key, so entries are
+    kept apart per value, and returning `None` leaves that call uncached.
     Each call counts into `run.state["cache"]` (`{"hits": n, "misses": m}`)
     and into the layer's `hits` / `misses`. `store` defaults to a
     `MemoryStore`; `SQLiteStore(path)` persists across processes.
     """
 
-    __slots__ = ("hits", "misses", "namespace", "store", "tools", "ttl", "wrap_only")
+    __slots__ = ("_reported", "hits", "key", "misses", "namespace", "store", "tools", "ttl", "wrap_only")
 
     def __init__(
         self,
@@ -137,16 +149,23 @@ class cache:
         *,
         namespace: str = "",
         tools: bool | Collection[str] = False,
+        key: KeyFunction | None = None,
     ) -> None:
         if ttl is not None and ttl <= 0:
             raise ValueError(f"cache: ttl must be positive seconds or None, got {ttl!r}")
-        self.ttl, self.namespace, self.tools = ttl, namespace, tools
+        if key is not None and not callable(key):
+            raise TypeError(f"cache: key must be a function of the call (or None), got {key!r}")
+        self.ttl, self.namespace, self.tools, self.key = ttl, namespace, tools, key
         self.wrap_only = ("model", "tool") if tools else ("model",)
         self.store: CacheStore = store if store is not None else MemoryStore()
         self.hits = self.misses = 0
+        self._reported: set[str] = set()
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
-        key = request_key(call, self.namespace)
+        scope = self._scope(call)
+        if scope is _UNCACHED:
+            return await call_next(call)  # type: ignore[no-any-return]
+        key = request_key(call, self.namespace, scope)
         found = await self.store.get(key)
         if found is not None:
             self._count(call, hit=True)
@@ -158,9 +177,10 @@ class cache:
         return response
 
     async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
-        if not (self.tools is True or (not isinstance(self.tools, bool) and call.name in self.tools)):
+        scope = self._scope(call) if self._caches_tool(call) else _UNCACHED
+        if scope is _UNCACHED:
             return await call_next(call)  # type: ignore[no-any-return]
-        key = _digest({"ns": self.namespace, "tool": call.name, "args": call.args})
+        key = _digest({"ns": self.namespace, "scope": scope, "tool": call.name, "args": call.args})
         found = await self.store.get(key)
         if found is not None:
             self._count(call, hit=True)
@@ -170,6 +190,29 @@ class cache:
         if not result.is_error:
             await self.store.set(key, json.dumps(result.content), self.ttl)
         return result
+
+    def _scope(self, call: ModelCall | ToolCall) -> object:
+        """What joins the call's key: `key(call)` (`None` without a `key`); `_UNCACHED` to leave it uncached."""
+        if self.key is None:
+            return None
+        scope = self.key(call)
+        return _UNCACHED if scope is None else scope
+
+    def _caches_tool(self, call: ToolCall) -> bool:
+        """Whether `tools` opts this call in; without a `key`, a tool that takes the context never is."""
+        named = not isinstance(self.tools, bool) and call.name in self.tools
+        if not (self.tools is True or named):
+            return False
+        if self.key is None and call.tool is not None and call.tool.takes_context:
+            if named and call.name not in self._reported:
+                self._reported.add(call.name)
+                logger.warning(
+                    "cache: tool %s takes the call context, so it is not cached; "
+                    "give cache(key=...) to cache it per key",
+                    call.name,
+                )
+            return False
+        return True
 
     def _count(self, ctx: ModelCall | ToolCall, *, hit: bool) -> None:
         counts = ctx.run.state.get("cache")
@@ -183,8 +226,10 @@ class cache:
             counts["misses"] += 1
 
 
-def request_key(call: ModelCall, namespace: str = "") -> str:
+def request_key(call: ModelCall, namespace: str = "", scope: object = None) -> str:
     """The cache key of a model request: stable across processes and dict orderings.
+
+    `scope` is what `cache(key=...)` returned for the call (`None` without one).
 
     A tool list's part is serialized once per distinct list of `Tool`
     objects (see `_tools_part`); messages and settings on every call.
@@ -195,7 +240,7 @@ def request_key(call: ModelCall, namespace: str = "") -> str:
         calls = [[_local(ids, c.id), c.name, c.args, c.raw_args] for c in m.tool_calls] if m.tool_calls else []
         messages.append((m.role, m.text, calls, _local(ids, m.tool_call_id), m.is_error, m.meta))
     model = str(getattr(call.model, "name", call.model))
-    digest = hashlib.sha256(_canonical((2, namespace, model, call.settings, messages)).encode())
+    digest = hashlib.sha256(_canonical((3, namespace, scope, model, call.settings, messages)).encode())
     digest.update(_tools_part(call.tools))
     return digest.hexdigest()
 

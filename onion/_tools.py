@@ -25,7 +25,16 @@ class Tool:
     (and through it `call.run.state`).
     """
 
-    __slots__ = ("_context_parameter", "_model", "description", "function", "is_async", "name", "parameters")
+    __slots__ = (
+        "_context_parameter",
+        "_model",
+        "description",
+        "function",
+        "is_async",
+        "name",
+        "parameters",
+        "takes_context",
+    )
 
     def __init__(self, function: Callable[..., Any], *, name: str | None = None, description: str | None = None):
         self.function = function
@@ -35,6 +44,10 @@ class Tool:
         self._context_parameter, self._model = _arguments_model(function, self.name)
         self.parameters: dict[str, Any] = self._model.model_json_schema()
         self.parameters.pop("title", None)
+        self.takes_context = self._context_parameter is not None
+        """True when the result may depend on the run, not only the arguments: set for a
+        `ToolCall` parameter; set it yourself for a tool that finds its user another way.
+        `cache` keeps such tools out unless given a `key`."""
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         """The arguments converted to the declared types.

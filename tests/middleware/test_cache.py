@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 import pytest
 
 from middleware import cache, retry
 from middleware.cache import MemoryStore, SQLiteStore, decode_response, encode_response, request_key
-from onion import Agent, Handler, Message, ModelCall, ModelResponse, Run, Tool, ToolRequest, Usage, tool
+from onion import Agent, Handler, Message, ModelCall, ModelResponse, Run, Tool, ToolCall, ToolRequest, Usage, tool
 from onion.errors import ServerError
 from onion.testing import FunctionModel, ScriptedModel, call
 
@@ -243,3 +244,67 @@ def test_the_key_covers_each_tool_schema_and_not_the_tool_list_object() -> None:
 
     assert key([add]) == key([add]) == key(list(agent.tools))
     assert key([add]) != key([other]) and key([add]) != key([add, add]) and key([]) != key([add])
+
+
+@tool
+def my_orders(call: ToolCall) -> str:
+    """The orders of the user the run serves."""
+    return f"orders of {call.run.state['user']}"
+
+
+def orders_script() -> ScriptedModel:
+    return ScriptedModel([[call("my_orders")], "done"])
+
+
+async def test_a_tool_that_takes_the_call_context_is_not_cached_without_a_key_function() -> None:
+    """cache(tools=True): a tool reading the user from its context gives each user their own data, not a cached one."""
+    layer = cache(tools=True)
+    alice = await Agent(orders_script(), tools=[my_orders]).use(layer).run("orders?", state={"user": "alice"})
+    bob = await Agent(orders_script(), tools=[my_orders]).use(layer).run("orders?", state={"user": "bob"})
+    assert alice.messages[2].text == "orders of alice"
+    assert bob.messages[2].text == "orders of bob"
+
+
+async def test_a_key_function_scopes_tool_entries_so_context_tools_are_cached_per_user() -> None:
+    """cache(key=...): its value joins every key; a context tool is then cached, one entry per user."""
+    runs: list[str] = []
+
+    @tool
+    def orders(call: ToolCall) -> str:
+        """The orders of the user the run serves."""
+        runs.append(call.run.state["user"])
+        return f"orders of {call.run.state['user']}"
+
+    def script() -> ScriptedModel:
+        return ScriptedModel([[call("orders")], "done"])
+
+    layer = cache(tools=["orders"], key=lambda call: call.run.state["user"])
+    for user in ("alice", "bob", "alice", "bob"):
+        result = await Agent(script(), tools=[orders]).use(layer).run("orders?", state={"user": user})
+        assert result.messages[2].text == f"orders of {user}"
+    assert runs == ["alice", "bob"]
+
+
+async def test_a_tool_declared_to_take_context_is_not_cached_and_a_named_one_is_reported_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`Tool.takes_context = True` keeps a tool that reads the user elsewhere out; naming it logs why, once."""
+    current = {"user": "alice"}
+
+    @tool
+    def profile() -> str:
+        """The current user's profile."""
+        return f"profile of {current['user']}"
+
+    profile.takes_context = True
+    assert my_orders.takes_context and not add.takes_context
+    layer = cache(tools=["profile"])
+    with caplog.at_level(logging.WARNING, logger="onion.cache"):
+        for user in ("alice", "bob", "bob"):
+            current["user"] = user
+            script = ScriptedModel([[call("profile")], "done"])
+            result = await Agent(script, tools=[profile]).use(layer).run("me?")
+            assert result.messages[2].text == f"profile of {user}"
+    assert [r.getMessage() for r in caplog.records if "profile" in r.getMessage()] == [
+        "cache: tool profile takes the call context, so it is not cached; give cache(key=...) to cache it per key"
+    ]
