@@ -13,7 +13,7 @@ from ._messages import Message
 from ._model import Model, resolve_model
 from ._stack import Handler, Stack, bad_result, checked_by_default, concurrent_call_next
 from ._tools import Tool, as_tool, render, valid_text
-from .errors import MaxStepsExceeded, MiddlewareError, ToolArgumentsError
+from .errors import HookFailed, MaxStepsExceeded, MiddlewareError, ToolArgumentsError
 
 if TYPE_CHECKING:
     from .stores import Session, Store
@@ -333,12 +333,17 @@ class Agent:
         return [first, *(task.result() for task in tasks)]
 
     async def _one(self, call: ToolCall) -> ToolResult:
-        """One call through the tool chain; what escapes it becomes an error result."""
+        """One call through the tool chain; what escapes it becomes an error result.
+
+        Not a hook's failure (`HookFailed`): that stops the run with the hook's own exception.
+        """
         chains = self._compiled()
         try:
             result = await chains.tool(call)
         except MiddlewareError:
             raise
+        except HookFailed as failed:
+            raise failed.error from failed.error.__cause__
         except Exception as error:
             result = ToolResult(
                 content=valid_text(f"Tool {call.name} failed: {type(error).__name__}: {error}"),

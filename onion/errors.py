@@ -184,3 +184,18 @@ class ToolAborted(OnionError):
     """
 
     retryable = False
+
+
+class HookFailed(BaseException):
+    """Carries the exception of a hook in a tool stack to where that stack ends (a control-flow signal).
+
+    A guard hook (`before_each_tool`, `after_each_tool`, `on_error` on a
+    tool call) that raises stops the run: as a `BaseException` this passes
+    `retry` and `on_error` layers untouched (the tool is not run again, its
+    failure is not reported to the model), and onion re-raises `error`, the
+    hook's own exception, out of the tool stack. `hook` names the hook.
+    """
+
+    def __init__(self, hook: str, error: Exception) -> None:
+        super().__init__(f"hook {hook} raised {type(error).__name__}: {error}")
+        self.hook, self.error = hook, error

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Literal, Protocol, cast, overload
 
 from ._calls import ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
 from ._stack import Handler, Stack
+from .errors import HookFailed
 
 __all__ = [
     "EVENTS",
@@ -72,6 +73,8 @@ class Hook:
     """Base of the hook middleware: calls `function`, sync or async, under the error policy."""
 
     event: ClassVar[str]
+    arguments: ClassVar[tuple[str, ...]]
+    """What the event passes to the function, positionally."""
     takes_matcher: ClassVar[bool] = False
     """Whether the hook takes a tool-name matcher (only the per-tool hooks do)."""
 
@@ -80,13 +83,31 @@ class Hook:
             raise ValueError(f"errors must be 'raise' or 'log', not {errors!r}")
         if matcher is not None and not self.takes_matcher:
             raise TypeError(_NO_MATCHER.format(event=self.event))
+        self._check_signature(function)
         self.function = function
         self.errors = errors
         self.name = f"{self.event}({getattr(function, '__qualname__', function)})".replace(".<locals>", "")
         self.matcher = matcher
         self._matches = _matcher(matcher)
 
+    def _check_signature(self, function: Callable[..., Any]) -> None:
+        """Raise `TypeError` now if `function` cannot take the event's arguments (not at run time)."""
+        try:
+            signature = inspect.signature(function)
+        except (TypeError, ValueError):
+            return  # no signature to read (some builtins): the call itself will tell
+        try:
+            signature.bind(*self.arguments)
+        except TypeError:
+            name = getattr(function, "__qualname__", repr(function)).replace(".<locals>", "")
+            count = len(self.arguments)
+            raise TypeError(
+                f"{self.event} calls fn({', '.join(self.arguments)}); {name}{signature} cannot be called "
+                f"with {count} positional argument{'s' if count > 1 else ''}"
+            ) from None
+
     async def call(self, *args: Any) -> Any:
+        """The function's answer; under `errors="log"`, its exception is logged and `None` returned."""
         try:
             result = self.function(*args)
             if inspect.isawaitable(result):
@@ -98,6 +119,13 @@ class Hook:
             logger.exception("hook %s failed; the run goes on (errors='log')", self.name)
             return None
 
+    async def call_in_tool(self, *args: Any) -> Any:
+        """`call` inside a tool stack: an exception travels as `HookFailed`, never taken for the tool's."""
+        try:
+            return await self.call(*args)
+        except Exception as error:
+            raise HookFailed(self.name, error) from error
+
     def __repr__(self) -> str:
         return f"<hook {self.name}>"
 
@@ -106,6 +134,7 @@ class AfterUserInput(Hook):
     """`fn(run)` once, before the first model call of the run (edit `run.messages`)."""
 
     event = "after_user_input"
+    arguments = ("run",)
 
     async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
         if run.steps == 0:
@@ -118,6 +147,7 @@ class BeforeLLM(Hook):
     """`fn(call)` before each model call; returning a `ModelResponse` skips the model."""
 
     event = "before_llm"
+    arguments = ("call",)
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
         replacement = await self.call(call)
@@ -131,6 +161,7 @@ class AfterLLM(Hook):
     """`fn(call, response)` after each model call; returning a `ModelResponse` replaces it."""
 
     event = "after_llm"
+    arguments = ("call", "response")
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
         response: ModelResponse = await call_next(call)
@@ -142,6 +173,7 @@ class BeforeTools(Hook):
     """`fn(batch)` before a batch; returning `Block(reason)` answers every call with the reason."""
 
     event = "before_tools"
+    arguments = ("batch",)
 
     async def wrap_tools(self, batch: ToolBatch, call_next: Handler) -> list[ToolResult]:
         decision = await self.call(batch)
@@ -155,6 +187,7 @@ class AfterTools(Hook):
     """`fn(batch, results)` after a batch: the safe place to `run.inject(...)`."""
 
     event = "after_tools"
+    arguments = ("batch", "results")
 
     async def wrap_tools(self, batch: ToolBatch, call_next: Handler) -> list[ToolResult]:
         results: list[ToolResult] = await call_next(batch)
@@ -166,11 +199,12 @@ class BeforeEachTool(Hook):
     """`fn(call)` before each matching tool call; may return `Block(reason)` or `Modify(args)`."""
 
     event = "before_each_tool"
+    arguments = ("call",)
     takes_matcher = True
 
     async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
         if self._matches(call.name):
-            decision = await self.call(call)
+            decision = await self.call_in_tool(call)
             if isinstance(decision, Block):
                 return call.block(decision.reason)
             if isinstance(decision, Modify):
@@ -183,12 +217,13 @@ class AfterEachTool(Hook):
     """`fn(call, result)` after each matching tool call; returning a `ToolResult` replaces it."""
 
     event = "after_each_tool"
+    arguments = ("call", "result")
     takes_matcher = True
 
     async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
         result: ToolResult = await call_next(call)
         if self._matches(call.name):
-            replacement = await self.call(call, result)
+            replacement = await self.call_in_tool(call, result)
             if isinstance(replacement, ToolResult):
                 return replacement
         return result
@@ -203,6 +238,7 @@ class OnError(Hook):
     """
 
     event = "on_error"
+    arguments = ("call", "error")
     takes_matcher = True
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
@@ -224,7 +260,7 @@ class OnError(Hook):
         except Exception as error:
             if not self._matches(call.name):
                 raise
-            recovery = await self.call(call, error)
+            recovery = await self.call_in_tool(call, error)
             if isinstance(recovery, ToolResult):
                 return recovery
             raise
@@ -234,6 +270,7 @@ class OnComplete(Hook):
     """`fn(run, result)` when the run ends with a result."""
 
     event = "on_complete"
+    arguments = ("run", "result")
 
     async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
         result: RunResult = await call_next(run)

@@ -247,3 +247,107 @@ def test_a_matcher_for_an_event_that_takes_none_is_refused_in_every_style() -> N
     agent, _ = agent_with()
     with pytest.raises(TypeError, match="before_llm takes no matcher"):
         agent.on("before_llm", "add")(lambda c: None)
+
+
+SIGNATURES = {
+    "after_user_input": "fn(run)",
+    "before_llm": "fn(call)",
+    "after_llm": "fn(call, response)",
+    "before_tools": "fn(batch)",
+    "after_tools": "fn(batch, results)",
+    "before_each_tool": "fn(call)",
+    "after_each_tool": "fn(call, result)",
+    "on_error": "fn(call, error)",
+    "on_complete": "fn(run, result)",
+}
+
+
+def one_parameter(call: Any) -> None:
+    pass
+
+
+def two_parameters(call: Any, extra: Any) -> None:
+    pass
+
+
+def test_every_event_has_its_signature_listed() -> None:
+    assert set(SIGNATURES) == set(EVENTS)
+
+
+@pytest.mark.parametrize("event", EVENTS)
+@pytest.mark.parametrize("style", ["decorator", "hook", "from_dict", "agent.on"])
+def test_a_hook_whose_function_cannot_take_the_events_arguments_is_refused_when_made(event: str, style: str) -> None:
+    """A function with the wrong number of parameters: TypeError naming the event, its signature and the function."""
+    from onion import hooks
+
+    expected = SIGNATURES[event]
+    wrong = one_parameter if "," in expected else two_parameters
+    message = re.escape(f"{event} calls {expected}") + ".*" + re.escape(f"{wrong.__name__}(")
+    with pytest.raises(TypeError, match=message):
+        if style == "decorator":
+            getattr(hooks, event)(wrong)
+        elif style == "hook":
+            hooks.hook(event, wrong)
+        elif style == "from_dict":
+            hooks.from_dict({event: [wrong]})
+        else:
+            agent_with()[0].on(event)(wrong)
+
+
+def test_hook_functions_that_can_take_the_arguments_are_accepted() -> None:
+    """Defaults, `*args`, async functions, bound methods and callable objects all pass the check."""
+
+    class Counter:
+        def __call__(self, call: Any, result: Any) -> None:
+            pass
+
+        def method(self, call: Any, result: Any = None) -> None:
+            pass
+
+    async def asynchronous(call: Any, result: Any) -> None:
+        pass
+
+    for function in (Counter(), Counter().method, asynchronous, lambda *args: None, lambda c, r, extra=1: None, print):
+        after_each_tool(function)
+
+
+async def test_a_failing_after_each_tool_hook_stops_the_run_instead_of_blaming_the_tool() -> None:
+    """The e-mail was sent: the hook's error stops the run; the model is never told the tool failed."""
+    from middleware import retry
+
+    sent: list[str] = []
+
+    @tool
+    def mail(to: str) -> str:
+        sent.append(to)
+        return f"sent to {to}"
+
+    @after_each_tool("mail")
+    def audit(c: ToolCall, result: ToolResult) -> None:
+        raise ConnectionError("audit log unreachable")
+
+    model = ScriptedModel([[call("mail", to="bob")], "done"])
+    agent = Agent(model, tools=[mail]).use(retry(tools=True, initial=0, jitter=0), audit)
+    with pytest.raises(ConnectionError, match="audit log unreachable"):
+        await agent.run("go")
+    assert sent == ["bob"]
+    assert len(model.requests) == 1
+
+
+async def test_a_failing_before_each_tool_guard_stops_the_run_and_on_error_does_not_see_it() -> None:
+    """A guard that raises is not the tool's failure: the tool never runs and an on_error recovery is not asked."""
+    recovered: list[str] = []
+
+    @on_error
+    def recover(c: ToolCall, error: Exception) -> ToolResult:
+        recovered.append(c.name)
+        return c.block("recovered")
+
+    @before_each_tool("send_email")
+    def guard(c: ToolCall) -> None:
+        raise PermissionError("mail is disabled")
+
+    agent, model = agent_with(recover, guard)
+    with pytest.raises(PermissionError, match="mail is disabled"):
+        await agent.run("go")
+    assert recovered == [] and len(model.requests) == 1
