@@ -60,6 +60,11 @@ def model_error(error: BaseException, provider: str) -> ModelError | None:
         return error
     if isinstance(error, json.JSONDecodeError):
         return ResponseFormatError(f"{provider} sent a response that is not valid JSON: {error}", provider=provider)
+    if isinstance(error, UnicodeDecodeError):
+        return ResponseFormatError(f"{provider} sent a response that is not valid UTF-8: {error}", provider=provider)
+    if isinstance(error, RecursionError):
+        message = f"{provider} sent a response nested too deeply to read: {error}"
+        return ResponseFormatError(message, provider=provider)
     sdk = _sdk_of(error, provider)
     if sdk is not None:
         if isinstance(error, sdk.APIResponseValidationError):
@@ -174,12 +179,17 @@ def _sdk_of(error: BaseException, provider: str) -> Any:
 
 
 def _transport_failure(error: BaseException) -> type[ModelError] | None:
-    """For a raw httpx2 (or httpx) transport error, which some SDK paths let through mid-stream."""
+    """For a raw httpx2 (or httpx) transport error, which some SDK paths let through mid-stream.
+
+    A body that fails content decoding (`DecodingError`: labelled gzip, not
+    gzip) counts as a lost connection, as it does when the SDK wraps it.
+    """
     for name in ("httpx2", "httpx"):
         module = sys.modules.get(name)
-        timeout, transport = getattr(module, "TimeoutException", None), getattr(module, "TransportError", None)
-        if isinstance(timeout, type) and isinstance(error, timeout):
+        if module is None:
+            continue
+        if isinstance(error, module.TimeoutException):
             return ModelTimeoutError
-        if isinstance(transport, type) and isinstance(error, transport):
+        if isinstance(error, module.TransportError | module.DecodingError):
             return ConnectionLostError
     return None

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 from .._calls import ModelCall, ModelResponse
 from ..errors import AuthenticationError, ResponseFormatError
 from ._errors import model_error
+from ._surrogates import replace_lone_surrogates
 
 T = TypeVar("T")
 
@@ -47,7 +48,8 @@ class ProviderModel(ABC):
     layers decide every attempt. `api_key`, `base_url` and `timeout` (seconds)
     apply only to a client onion builds. Every SDK or transport failure is
     raised as an `onion.errors.ModelError` subclass, the SDK's exception
-    chained as `__cause__`.
+    chained as `__cause__`. Lone surrogates in a request's text are sent as
+    U+FFFD (the SDKs cannot encode them).
     """
 
     provider: ClassVar[str]
@@ -99,7 +101,7 @@ class ProviderModel(ABC):
 
     async def request(self, call: ModelCall) -> ModelResponse:
         """Send `call` and return the whole response."""
-        params = self._params(call)
+        params = replace_lone_surrogates(self._params(call))
         try:
             raw = await self._send(params, stream=False)
         except Exception as error:
@@ -111,7 +113,7 @@ class ProviderModel(ABC):
 
     async def stream(self, call: ModelCall) -> AsyncIterator[Any]:
         """Send `call` streamed: yield `TextDelta` / `ToolCallStarted` events, then the `ModelResponse`."""
-        params = self._params(call)
+        params = replace_lone_surrogates(self._params(call))
         reader = self._reader()
         try:
             events = await self._send(params, stream=True)

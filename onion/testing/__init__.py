@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ._models import FunctionModel, ScriptedModel, ScriptItem, call, to_response
 from .server import (
+    BadGzip,
     Delay,
     DropConnection,
     FakeProviderServer,
@@ -12,10 +13,13 @@ from .server import (
     RecordedRequest,
     ServerItem,
     StreamError,
+    TruncatedBody,
+    UndecodableBody,
     malformed_call,
 )
 
 __all__ = [
+    "BadGzip",
     "Delay",
     "DropConnection",
     "FakeProviderServer",
@@ -27,6 +31,8 @@ __all__ = [
     "ScriptedModel",
     "ServerItem",
     "StreamError",
+    "TruncatedBody",
+    "UndecodableBody",
     "call",
     "malformed_call",
     "to_response",

@@ -20,23 +20,34 @@ the `with` block) ends every connection and joins every thread it started.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import selectors
 import socket
 import sys
 import threading
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .._calls import ModelResponse
-from .._messages import ToolRequest
 from ._fake_wire import BODIES, FIRST_EVENT, STATUS_OF_TYPE, TYPE_OF_STATUS, error_body, frames, stream_error
+from ._faults import (
+    BadGzip,
+    Delay,
+    DropConnection,
+    HTTPError,
+    MalformedBody,
+    ServerItem,
+    StreamError,
+    TruncatedBody,
+    UndecodableBody,
+    malformed_call,
+)
 from ._models import to_response
 
 __all__ = [
+    "BadGzip",
     "Delay",
     "DropConnection",
     "FakeProviderServer",
@@ -45,73 +56,10 @@ __all__ = [
     "RecordedRequest",
     "ServerItem",
     "StreamError",
+    "TruncatedBody",
+    "UndecodableBody",
     "malformed_call",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class HTTPError:
-    """Answer with HTTP `status` and the provider's error body.
-
-    `retry_after` (seconds, or an HTTP date string) and `retry_after_ms` set
-    the `retry-after` / `retry-after-ms` headers. `error_type` is the body's
-    error type; by default the one the provider uses for `status`.
-    """
-
-    status: int
-    message: str = "fake provider error"
-    retry_after: float | str | None = None
-    retry_after_ms: float | None = None
-    error_type: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class StreamError:
-    """A streamed answer that fails mid-stream with an error event, after `partial_text`.
-
-    Anthropic gets `event: error`, Chat Completions a `data: {"error": ...}`
-    chunk, Responses an `error` event. A request that did not ask to stream
-    gets the HTTP status that the error type stands for (529 for
-    `overloaded_error`).
-    """
-
-    error_type: str = "overloaded_error"
-    message: str = "Overloaded"
-    partial_text: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Delay:
-    """Wait `seconds`, then answer with `then` (for client timeouts). `close()` cuts the wait short."""
-
-    seconds: float
-    then: ServerItem = "done"
-
-
-@dataclass(frozen=True, slots=True)
-class DropConnection:
-    """Close the connection without a complete answer.
-
-    A streamed request first receives the events of `partial_text`, then the
-    connection drops inside the chunked body; otherwise nothing is sent.
-    """
-
-    partial_text: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class MalformedBody:
-    """Answer 200 with a body (or, streamed, an event) that is not valid JSON."""
-
-
-ServerItem = str | list[ToolRequest] | ModelResponse | HTTPError | StreamError | Delay | DropConnection | MalformedBody
-"""What the server answers one request with."""
-
-
-def malformed_call(name: str, raw_args: str, *, id: str | None = None) -> ToolRequest:
-    """A tool call whose arguments arrive as `raw_args`, verbatim (e.g. broken JSON)."""
-    return ToolRequest(id=id or f"call_bad_{next(_ids)}", name=name, args={}, raw_args=raw_args)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +72,6 @@ class RecordedRequest:
     body: Any
 
 
-_ids = itertools.count(1)
 _APIS = {"/v1/messages": "anthropic", "/v1/chat/completions": "chat", "/v1/responses": "responses"}
 
 
@@ -134,12 +81,25 @@ class FakeProviderServer:
     `url` is the Anthropic base URL, `openai_url` the OpenAI one (with `/v1`).
     A request past the end of the script gets a 400 saying so. `chunk_size`
     is the number of characters per streamed text or argument fragment.
+
+    `respond`, a function of the `RecordedRequest` returning a script item,
+    answers every request instead of the script (for concurrent tests, where
+    arrival order is not known). It runs in a server thread; if it raises,
+    the request gets a 400 naming the exception.
     """
 
-    def __init__(self, script: Iterable[ServerItem] = (), *, host: str = "127.0.0.1", chunk_size: int = 4) -> None:
+    def __init__(
+        self,
+        script: Iterable[ServerItem] = (),
+        *,
+        host: str = "127.0.0.1",
+        chunk_size: int = 4,
+        respond: Callable[[RecordedRequest], ServerItem] | None = None,
+    ) -> None:
         self.requests: list[RecordedRequest] = []
         """Every request received, in arrival order."""
         self.chunk_size = chunk_size
+        self.respond = respond
         self._script: list[ServerItem] = list(script)
         self._served = 0
         self._host = host
@@ -215,7 +175,7 @@ class FakeProviderServer:
     def _take(self, request: RecordedRequest) -> ServerItem | None:
         with self._lock:
             self.requests.append(request)
-            if self._served >= len(self._script):
+            if self.respond is not None or self._served >= len(self._script):
                 return None
             item = self._script[self._served]
             self._served += 1
@@ -293,11 +253,19 @@ class _Handler(BaseHTTPRequestHandler):
             body = raw.decode("utf-8", "replace")
         path = self.path.split("?", 1)[0]
         headers = {name.lower(): value for name, value in self.headers.items()}
-        item = fake._take(RecordedRequest("POST", path, headers, body))
+        recorded = RecordedRequest("POST", path, headers, body)
+        item = fake._take(recorded)
         api = _APIS.get(path)
         if api is None:
             self._send_json(404, error_body("chat", "not_found_error", f"FakeProviderServer has no {path}"))
             return
+        if fake.respond is not None:
+            try:
+                item = fake.respond(recorded)
+            except Exception as error:
+                message = f"FakeProviderServer: respond raised {type(error).__name__}: {error}"
+                self._send_json(400, error_body(api, "invalid_request_error", message))
+                return
         if item is None:
             message = (
                 f"FakeProviderServer: request {len(fake.requests)} arrived but the script has {fake._served} items"
@@ -349,15 +317,51 @@ class _Handler(BaseHTTPRequestHandler):
                 self._end_stream()
             else:
                 self._send(200, b'{"id": "broken', {"content-type": "application/json"})
+        elif isinstance(item, UndecodableBody):
+            bad = b"\xc3" if item.cut else b"\xff"
+            self._answer_bytes(api, to_response(UNDECODABLE_TEXT, model), request, lambda data: data.replace(_E, bad))
+        elif isinstance(item, BadGzip):
+            self._answer_bytes(api, to_response("not gzip", model), request, headers={"content-encoding": "gzip"})
+        elif isinstance(item, TruncatedBody):
+            self._send_truncated(api, to_response(item.partial_text, model), request)
         else:
-            response = to_response(item, model)
-            if streamed:
-                head, tail = frames(api, response, model, request, fake.chunk_size)
-                self._start_stream()
-                self._send_frames(head + tail)
-                self._end_stream()
-            else:
-                self._send_json(200, BODIES[api](response, model))
+            self._answer_bytes(api, to_response(item, model), request)
+
+    def _answer_bytes(
+        self,
+        api: str,
+        response: ModelResponse,
+        request: dict[str, Any],
+        change: Callable[[bytes], bytes] = bytes,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """Answer with `response` (streamed if asked), each body or event passed through `change` as bytes."""
+        model = str(request.get("model", "fake-model"))
+        if request.get("stream"):
+            head, tail = frames(api, response, model, request, self.server.fake.chunk_size)
+            self._start_stream(headers)
+            for frame in head + tail:
+                self._send_chunk(change(_frame_bytes(frame)))
+            self._end_stream()
+        else:
+            data = json.dumps(BODIES[api](response, model)).encode()
+            self._send(200, change(data), {"content-type": "application/json", **(headers or {})})
+
+    def _send_truncated(self, api: str, response: ModelResponse, request: dict[str, Any]) -> None:
+        model = str(request.get("model", "fake-model"))
+        if request.get("stream"):
+            head, tail = frames(api, response, model, request, self.server.fake.chunk_size)
+            cut = len(head) if response.text else 1
+            frames_sent = (head + tail)[:cut]
+            self._start_stream()
+            for frame in frames_sent:
+                self._send_chunk(_frame_bytes(frame))
+            half = _frame_bytes((head + tail)[cut])
+            self._send_chunk(half[: len(half) // 2])
+            self._end_stream()
+        else:
+            data = json.dumps(BODIES[api](response, model)).encode()
+            self._send(200, data[: len(data) // 2], {"content-type": "application/json"})
 
     def _send(self, status: int, data: bytes, headers: Mapping[str, str]) -> None:
         self.send_response(status)
@@ -370,8 +374,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_json(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
         self._send(status, json.dumps(body).encode(), {"content-type": "application/json", **(headers or {})})
 
-    def _start_stream(self) -> None:
+    def _start_stream(self, headers: Mapping[str, str] | None = None) -> None:
         self.send_response(200)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("content-type", "text/event-stream")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
@@ -380,9 +386,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
     def _send_frames(self, frames: list[tuple[str | None, Any]]) -> None:
-        for event, data in frames:
-            text = data if isinstance(data, str) else json.dumps(data)
-            self._send_chunk(((f"event: {event}\n" if event else "") + f"data: {text}\n\n").encode())
+        for frame in frames:
+            self._send_chunk(_frame_bytes(frame))
 
     def _end_stream(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
+
+
+UNDECODABLE_TEXT = "café au lait"
+"""The answer `UndecodableBody` spoils: its `é` is sent as bytes that are not UTF-8."""
+
+_E = json.dumps("é")[1:-1].encode()
+"""How `é` travels inside JSON text: escaped, as all non-ASCII text the server sends."""
+
+
+def _frame_bytes(frame: tuple[str | None, Any]) -> bytes:
+    """One SSE event as bytes."""
+    event, data = frame
+    text = data if isinstance(data, str) else json.dumps(data)
+    return ((f"event: {event}\n" if event else "") + f"data: {text}\n\n").encode()

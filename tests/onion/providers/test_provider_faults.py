@@ -17,6 +17,7 @@ import httpx2
 import openai
 import pytest
 
+from middleware import retry
 from onion import Agent
 from onion.errors import (
     AuthenticationError,
@@ -30,7 +31,18 @@ from onion.errors import (
     ResponseFormatError,
     ServerError,
 )
-from onion.testing import Delay, DropConnection, FakeProviderServer, HTTPError, MalformedBody, ServerItem, StreamError
+from onion.testing import (
+    BadGzip,
+    Delay,
+    DropConnection,
+    FakeProviderServer,
+    HTTPError,
+    MalformedBody,
+    ServerItem,
+    StreamError,
+    TruncatedBody,
+    UndecodableBody,
+)
 
 FAULTS: list[tuple[str, ServerItem, type[ModelError], bool, float | None, int | None]] = [
     ("429-retry-after", HTTPError(429, retry_after=2), RateLimitedError, True, 2.0, 429),
@@ -183,3 +195,91 @@ async def test_retry_after_as_an_http_date(server: FakeProviderServer, make_mode
         await ask(make_model("anthropic"), streamed=False)
     assert caught.value.retry_after is not None
     assert 28 <= caught.value.retry_after <= 31
+
+
+def causes(error: BaseException) -> list[type[BaseException]]:
+    """The classes along `error`'s chain of causes (and contexts), outermost first."""
+    chain: list[type[BaseException]] = []
+    current: BaseException | None = error
+    while current is not None:
+        chain.append(type(current))
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+@pytest.mark.parametrize("cut", [False, True], ids=["stray-byte", "cut-character"])
+async def test_a_body_that_is_not_utf8_is_a_retryable_response_format_error(
+    api: str, streamed: bool, cut: bool, server: FakeProviderServer, make_model: Any
+) -> None:
+    """A stray byte, or a multi-byte character cut in half, in a body or an SSE event: never a bare decode error."""
+    server.script([UndecodableBody(cut=cut), "never sent"])
+    with pytest.raises(ResponseFormatError) as caught:
+        await ask(make_model(api), streamed)
+    assert caught.value.retryable
+    assert "not valid UTF-8" in str(caught.value)
+    assert UnicodeDecodeError in causes(caught.value)
+    assert caught.value.provider == provider_of(api)
+    assert len(server.requests) == 1
+
+
+async def test_retry_retries_a_body_that_is_not_utf8(
+    api: str, streamed: bool, server: FakeProviderServer, make_model: Any
+) -> None:
+    server.script([UndecodableBody(cut=True), "readable"])
+    agent = Agent(make_model(api), middleware=[retry(2, initial=0.0, jitter=0.0)])
+    if streamed:
+        events = [event async for event in agent.stream("hi")]
+        output = events[-1].result.output
+    else:
+        output = (await agent.run("hi")).output
+    assert output == "readable"
+    assert len(server.requests) == 2
+
+
+async def test_a_body_labelled_gzip_that_is_not_is_connection_lost_on_every_path(
+    api: str, streamed: bool, server: FakeProviderServer, make_model: Any
+) -> None:
+    """The transport's content-decoding failure is mapped alike, streamed or not, whichever SDK raised it."""
+    server.script([BadGzip()])
+    with pytest.raises(ConnectionLostError) as caught:
+        await ask(make_model(api), streamed)
+    assert caught.value.retryable
+    assert httpx2.DecodingError in causes(caught.value)
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("partial_text", ["", "Hello, wor"], ids=["at-once", "after-text"])
+async def test_a_truncated_body_is_a_format_error_and_a_truncated_stream_a_lost_connection(
+    api: str, streamed: bool, partial_text: str, server: FakeProviderServer, make_model: Any
+) -> None:
+    """Cut cleanly (no transport error): half a JSON body cannot be read; a stream without its final event was lost."""
+    server.script([TruncatedBody(partial_text)])
+    expected = ConnectionLostError if streamed else ResponseFormatError
+    with pytest.raises(expected) as caught:
+        await ask(make_model(api), streamed)
+    assert caught.value.retryable
+    assert len(server.requests) == 1
+
+
+async def test_a_response_nested_too_deeply_for_the_sdk_is_a_response_format_error() -> None:
+    """Anthropic's SDK parses `tool_use.input` with the body: a `RecursionError` there is a retryable format error."""
+    deep = "[" * 5_000 + "]" * 5_000
+    body = (
+        '{"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test", "content": '
+        f'[{{"type": "tool_use", "id": "toolu_1", "name": "add", "input": {{"a": {deep}}}}}], '
+        '"stop_reason": "tool_use", "stop_sequence": null, "usage": {"input_tokens": 1, "output_tokens": 1}}'
+    )
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, content=body.encode(), headers={"content-type": "application/json"})
+
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(answer))
+    client = anthropic.AsyncAnthropic(api_key="test-key", http_client=http, max_retries=0)
+    from onion.providers import AnthropicModel
+
+    with pytest.raises(ResponseFormatError) as caught:
+        await ask(AnthropicModel("claude-test", client=client), streamed=False)
+    await client.close()
+    assert caught.value.retryable
+    assert "nested too deeply" in str(caught.value)
+    assert isinstance(caught.value.__cause__, RecursionError)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,7 +12,9 @@ import pytest
 
 from onion import Agent, Message, ModelCall, ModelResponse, Run, Tool, ToolRequest, Usage, tool
 from onion.providers import _anthropic_wire, _openai_chat_wire, _openai_responses_wire
+from onion.providers._tool_arguments import tool_request
 from onion.testing import FakeProviderServer, ScriptedModel, malformed_call
+from onion.testing import call as call_of
 
 
 @tool
@@ -256,3 +259,52 @@ async def test_settings_reach_the_wire_and_stream_is_onions_to_decide(
     limit = {"anthropic": "max_tokens", "openai": "max_completion_tokens", "openai-responses": "max_output_tokens"}
     assert body[limit[api]] == 77
     assert body.get("stream", False) is streamed
+
+
+@tool
+def list_reports() -> str:
+    """File names as `os.listdir` gives them for bytes that are not UTF-8 (lone surrogates)."""
+    return "report-\udcff.txt, smile-\ud83d\ude00.txt"
+
+
+async def test_lone_surrogates_are_replaced_before_a_request_leaves_onion(
+    api: str, server: FakeProviderServer, make_model: Any, run_agent: Any
+) -> None:
+    """A lone surrogate in the input or a tool result goes out as U+FFFD; a surrogate pair as its character."""
+    server.script([[call_of("list_reports")], "two reports"])
+    result, _ = await run_agent(Agent(make_model(api), tools=[list_reports]), "list \udc80 them")
+    assert result.output == "two reports"
+    assert result.messages[2].text == "report-\udcff.txt, smile-\ud83d\ude00.txt", (
+        "the history keeps what the tool said"
+    )
+    sent = json.dumps([request.body for request in server.requests], ensure_ascii=False)
+    assert "list \ufffd them" in sent
+    assert "report-\ufffd.txt, smile-\U0001f600.txt" in sent
+    assert not any("\ud800" <= char <= "\udfff" for char in sent)
+
+
+@pytest.mark.parametrize("depth", [101, 3_000])
+async def test_tool_arguments_nested_too_deeply_become_an_error_result(
+    api: str, depth: int, server: FakeProviderServer, make_model: Any, run_agent: Any
+) -> None:
+    """Arguments nested over 100 levels (a `RecursionError` to parse, or later to send) are answered as an error."""
+    raw = '{"a": ' + "[" * depth + "]" * depth + "}"
+    server.script([[malformed_call("add", raw, id="call_deep")], "gave up"])
+    result, _ = await run_agent(Agent(make_model(api), tools=[add]), "add")
+    assert result.output == "gave up"
+    request = result.messages[1].tool_calls[0]
+    assert (request.args, request.raw_args) == ({}, raw)
+    answer = result.messages[2]
+    assert (answer.tool_call_id, answer.is_error) == ("call_deep", True)
+    assert len(server.requests) == 2
+
+
+def test_arguments_nested_100_levels_are_accepted_and_101_refused() -> None:
+    """The object counts as a level: `{"a": [[...]]}` with 99 lists is 100 levels."""
+    hundred = '{"a": ' + "[" * 99 + "]" * 99 + "}"
+    accepted = tool_request("call_1", "add", hundred)
+    assert accepted.raw_args is None
+    assert accepted.args == json.loads(hundred)
+    too_deep = '{"a": ' + "[" * 100 + "]" * 100 + "}"
+    assert tool_request("call_2", "add", too_deep).raw_args == too_deep
+    assert tool_request("call_3", "add", json.loads(too_deep)).args == {}

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
 import threading
 import time
 import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +17,7 @@ import pytest
 
 from onion import Message, ModelResponse, Usage
 from onion.testing import (
+    BadGzip,
     Delay,
     DropConnection,
     FakeProviderServer,
@@ -22,6 +25,8 @@ from onion.testing import (
     MalformedBody,
     RecordedRequest,
     StreamError,
+    TruncatedBody,
+    UndecodableBody,
     call,
     malformed_call,
 )
@@ -142,6 +147,67 @@ def test_malformed_body_is_not_json(server: FakeProviderServer) -> None:
     assert status == 200
     with pytest.raises(ValueError):
         json.loads(body)
+
+
+def test_undecodable_body_holds_bytes_that_are_not_utf8(server: FakeProviderServer) -> None:
+    server.script([UndecodableBody(), UndecodableBody(cut=True), UndecodableBody()])
+    _, _, body = post(f"{server.openai_url}/chat/completions", {})
+    assert b"caf\xff au lait" in body
+    _, _, body = post(f"{server.url}/v1/messages", {})
+    assert b"caf\xc3 au lait" in body
+    _, headers, body = post(f"{server.url}/v1/messages", {"stream": True})
+    assert headers["content-type"] == "text/event-stream"
+    assert b'"caf\xff"' in body
+    with pytest.raises(UnicodeDecodeError):
+        body.decode()
+
+
+def test_bad_gzip_is_labelled_gzip_but_is_not(server: FakeProviderServer) -> None:
+    server.script([BadGzip(), BadGzip()])
+    for request in ({}, {"stream": True}):
+        status, headers, body = post(f"{server.url}/v1/messages", request)
+        assert (status, headers["content-encoding"]) == (200, "gzip")
+        with pytest.raises((OSError, zlib.error)):
+            gzip.decompress(body)
+
+
+def test_truncated_body_ends_cleanly_after_half_an_answer(server: FakeProviderServer) -> None:
+    server.script([TruncatedBody(), TruncatedBody(partial_text="Hello")])
+    status, headers, body = post(f"{server.url}/v1/messages", {})
+    assert (status, int(headers["content-length"])) == (200, len(body))
+    with pytest.raises(ValueError):
+        json.loads(body)
+    _, _, body = post(f"{server.url}/v1/messages", {"stream": True})
+    frames = body.decode().split("\n\n")
+    assert frames[-1].startswith("event: message_delta")
+    assert "message_stop" not in body.decode()
+    texts = [
+        json.loads(d)["delta"]["text"] for e, d in sse_events(body.rpartition(b"\n\n")[0]) if e == "content_block_delta"
+    ]
+    assert texts == ["Hell", "o"]
+
+
+def test_respond_answers_every_request_instead_of_the_script(
+    live_server_threads: Callable[[], list[threading.Thread]],
+) -> None:
+    """`respond` sees the recorded request; if it raises, the request gets a 400 naming the exception."""
+
+    def respond(request: RecordedRequest) -> str:
+        if request.body["model"] == "boom":
+            raise LookupError("no plan for boom")
+        return f"hello {request.headers['x-run']}"
+
+    with FakeProviderServer(["never used"], respond=respond) as fake:
+        _, _, body = post(f"{fake.openai_url}/chat/completions", {"model": "m"}, {"x-run": "7"})
+        assert json.loads(body)["choices"][0]["message"]["content"] == "hello 7"
+        status, _, body = post(f"{fake.url}/v1/messages", {"model": "boom"})
+        assert status == 400
+        assert (
+            json.loads(body)["error"]["message"] == "FakeProviderServer: respond raised LookupError: no plan for boom"
+        )
+        assert len(fake.requests) == 2
+        assert fake.remaining == 1
+    assert live_server_threads() == []
 
 
 def test_close_cuts_a_delay_short_and_joins_every_thread(
