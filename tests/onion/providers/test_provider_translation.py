@@ -263,23 +263,22 @@ async def test_settings_reach_the_wire_and_stream_is_onions_to_decide(
 
 @tool
 def list_reports() -> str:
-    """File names as `os.listdir` gives them for bytes that are not UTF-8 (lone surrogates)."""
-    return "report-\udcff.txt, smile-\ud83d\ude00.txt"
+    """A file name as `os.listdir` gives it for bytes that are not UTF-8 (a lone surrogate)."""
+    return "report-\udcff.txt"
 
 
 async def test_lone_surrogates_are_replaced_before_a_request_leaves_onion(
     api: str, server: FakeProviderServer, make_model: Any, run_agent: Any
 ) -> None:
     """A lone surrogate in the input or a tool result goes out as U+FFFD; a surrogate pair as its character."""
-    server.script([[call_of("list_reports")], "two reports"])
-    result, _ = await run_agent(Agent(make_model(api), tools=[list_reports]), "list \udc80 them")
-    assert result.output == "two reports"
-    assert result.messages[2].text == "report-\udcff.txt, smile-\ud83d\ude00.txt", (
-        "the history keeps what the tool said"
-    )
+    server.script([[call_of("list_reports")], "one report"])
+    agent = Agent(make_model(api), tools=[list_reports])
+    result, _ = await run_agent(agent, "list \udc80 them \ud83d\ude00")
+    assert result.output == "one report"
+    assert result.messages[0].text == "list \udc80 them \ud83d\ude00", "the history keeps what the user wrote"
     sent = json.dumps([request.body for request in server.requests], ensure_ascii=False)
-    assert "list \ufffd them" in sent
-    assert "report-\ufffd.txt, smile-\U0001f600.txt" in sent
+    assert sent.count("list \ufffd them \U0001f600") == 2
+    assert "report-\ufffd.txt" in sent
     assert not any("\ud800" <= char <= "\udfff" for char in sent)
 
 
