@@ -107,6 +107,9 @@ class SQLiteStore:
         with self._lock:
             self._db.close()
 
+    def __repr__(self) -> str:
+        return f"<SQLiteStore {self.path!r} table={self.table}>"
+
     def __enter__(self) -> SQLiteStore:
         return self
 
@@ -128,7 +131,9 @@ class cache:
     their schemas), model name, settings and `namespace`, independent of
     dict order and of the tool call ids the provider chose. A hit is a
     `ModelResponse` with `cached=True` and zero usage, reusing the stored
-    tool call ids. Errors are never cached (nor error tool results).
+    tool call ids. Errors are never cached (nor error tool results). A
+    store that cannot write (locked, full) is logged on `onion.cache`, once
+    until it writes again, and the answer returned.
     `ttl` is in seconds (`None`: forever). `tools` opts tool calls in,
     `True` or names; their results are keyed by tool name and arguments.
     A tool that takes the call context (`Tool.takes_context`) is never
@@ -140,7 +145,7 @@ class cache:
     `MemoryStore`; `SQLiteStore(path)` persists across processes.
     """
 
-    __slots__ = ("_reported", "hits", "key", "misses", "namespace", "store", "tools", "ttl", "wrap_only")
+    __slots__ = ("_failing", "_reported", "hits", "key", "misses", "namespace", "store", "tools", "ttl", "wrap_only")
 
     def __init__(
         self,
@@ -160,6 +165,7 @@ class cache:
         self.store: CacheStore = store if store is not None else MemoryStore()
         self.hits = self.misses = 0
         self._reported: set[str] = set()
+        self._failing = False
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
         scope = self._scope(call)
@@ -173,7 +179,7 @@ class cache:
         self._count(call, hit=False)
         response: ModelResponse = await call_next(call)
         if not response.cached:
-            await self.store.set(key, encode_response(response, call), self.ttl)
+            await self._store(key, encode_response(response, call))
         return response
 
     async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
@@ -188,8 +194,24 @@ class cache:
         self._count(call, hit=False)
         result: ToolResult = await call_next(call)
         if not result.is_error:
-            await self.store.set(key, json.dumps(result.content), self.ttl)
+            await self._store(key, json.dumps(result.content))
         return result
+
+    async def _store(self, key: str, value: str) -> None:
+        """Store an entry; a store that cannot write is logged, once until it writes again, not raised."""
+        try:
+            await self.store.set(key, value, self.ttl)
+        except Exception as error:
+            if not self._failing:
+                self._failing = True
+                logger.warning(
+                    "cache: %r cannot store entries (%s: %s); answers are returned uncached until it can",
+                    self.store,
+                    type(error).__name__,
+                    error,
+                )
+        else:
+            self._failing = False
 
     def _scope(self, call: ModelCall | ToolCall) -> object:
         """What joins the call's key: `key(call)` (`None` without a `key`); `_UNCACHED` to leave it uncached."""

@@ -308,3 +308,44 @@ async def test_a_tool_declared_to_take_context_is_not_cached_and_a_named_one_is_
     assert [r.getMessage() for r in caplog.records if "profile" in r.getMessage()] == [
         "cache: tool profile takes the call context, so it is not cached; give cache(key=...) to cache it per key"
     ]
+
+
+async def test_a_cache_write_that_cannot_take_the_lock_is_logged_once_and_the_answer_returned(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another connection holds the write lock past busy_timeout: both runs return the model's answer."""
+    import sqlite3
+
+    path = tmp_path / "locked.db"
+    model = counting_model()
+    with SQLiteStore(path, busy_timeout=0.01) as store:
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        agent = Agent(model).use(cache(store=store))
+        with caplog.at_level(logging.WARNING, logger="onion.cache"):
+            assert (await agent.run("hi")).output == "hello"
+            assert (await agent.run("hi")).output == "hello"
+        other.execute("COMMIT")
+        other.close()
+        assert len(model.requests) == 2
+        failures = [r for r in caplog.records if r.name == "onion.cache"]
+        assert len(failures) == 1 and "database is locked" in failures[0].getMessage()
+        assert (await agent.run("hi")).output == "hello" and len(model.requests) == 3
+        assert (await agent.run("hi")).state["cache"] == {"hits": 1, "misses": 0}
+
+
+async def test_a_cache_write_to_a_full_or_read_only_database_returns_the_answer(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A database at its page limit, or read-only, cannot store: the tool and model answers still arrive."""
+    limits = {"full": "PRAGMA max_page_count = {pages}", "readonly": "PRAGMA query_only = ON"}
+    for problem, pragma in limits.items():
+        with SQLiteStore(tmp_path / f"{problem}.db") as store:
+            pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+            store._db.execute(pragma.format(pages=pages))
+            script = ScriptedModel([[call("add", a=1, b=2)], "x" * 10_000])
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger="onion.cache"):
+                result = await Agent(script, tools=[add]).use(cache(store=store, tools=True)).run("1+2?")
+            assert result.messages[2].text == "3" and result.output == "x" * 10_000
+            assert [problem in r.getMessage() for r in caplog.records] == [True]
