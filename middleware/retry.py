@@ -86,16 +86,17 @@ class RetryPolicy:
 class retry:
     """Retry model calls that raise a retryable `ModelError`; tool calls when opted in.
 
-    `attempts` counts the first try. `max_delay` bounds the total time spent:
-    a backoff is cut short at it, and when the provider's `retry_after` would
-    run past it the error is raised at once (never sent early). `tools` opts tool calls in: `True`, names, or a
+    `attempts` counts the first try. `max_delay` bounds the total time spent
+    (measured on `clock`): a backoff is cut short at it, and when the
+    provider's `retry_after` would run past it the error is raised at once
+    (never sent early). `tools` opts tool calls in: `True`, names, or a
     predicate on the `ToolCall`. The remaining keywords configure the
-    `RetryPolicy` (or pass your own as `policy`). Each retry adds 1 to
-    `run.state["retries"]`. Put `timeout` inside `retry` to bound each
-    attempt, outside to bound them all.
+    `RetryPolicy` (or pass your own as `policy`). `sleep` and `clock` are
+    swapped in tests. Each retry adds 1 to `run.state["retries"]`. Put
+    `timeout` inside `retry` to bound each attempt, outside to bound them all.
     """
 
-    __slots__ = ("_model", "_tool", "attempts", "max_delay", "policy", "sleep", "tools", "wrap_only")
+    __slots__ = ("_model", "_tool", "attempts", "clock", "max_delay", "policy", "sleep", "tools", "wrap_only")
 
     def __init__(
         self,
@@ -105,13 +106,14 @@ class retry:
         max_delay: float | None = None,
         policy: RetryPolicy | None = None,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
         **policy_options: Any,
     ) -> None:
         if attempts < 1:
             raise ValueError(f"retry(attempts={attempts}): attempts counts the first try, so it must be at least 1")
         if policy is not None and policy_options:
             raise TypeError(f"retry: pass either policy= or {sorted(policy_options)}, not both")
-        self.attempts, self.max_delay, self.tools, self.sleep = attempts, max_delay, tools, sleep
+        self.attempts, self.max_delay, self.tools, self.sleep, self.clock = attempts, max_delay, tools, sleep, clock
         self.wrap_only = ("model",) if tools is False else ("model", "tool")
         self.policy = policy if policy is not None else RetryPolicy(**policy_options)
         self._model = self._retrying(self.policy.retries_model)
@@ -133,7 +135,7 @@ class retry:
         delay = self.policy.delay(state)
         if self.max_delay is None or retry_after(_error(state)) is not None:
             return delay
-        return max(0.0, min(delay, self.max_delay - (time.monotonic() - state.start_time)))
+        return max(0.0, min(delay, self.max_delay - self._elapsed(state)))
 
     def _stop(self, state: RetryCallState) -> bool:
         """Whether to give up now (tenacity's `stop`; runs after `_wait` has set `upcoming_sleep`)."""
@@ -141,22 +143,28 @@ class retry:
             return True
         if self.max_delay is None:
             return False
-        left = self.max_delay - (time.monotonic() - state.start_time)
+        left = self.max_delay - self._elapsed(state)
         return left <= 0 or (retry_after(_error(state)) is not None and state.upcoming_sleep > left)
 
+    def _elapsed(self, state: RetryCallState) -> float:
+        """Seconds since the first attempt, on `clock`."""
+        return self.clock() - state.kwargs["started"]  # type: ignore[no-any-return]
+
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+        started = self.clock()
         async for attempt in self._model.copy():
             with attempt:
-                attempt.retry_state.kwargs = {"ctx": call}
+                attempt.retry_state.kwargs = {"ctx": call, "started": started}
                 return await call_next(call)  # type: ignore[no-any-return]
         raise AssertionError("unreachable: tenacity reraises the last error")
 
     async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
         if not self._selects(call):
             return await call_next(call)  # type: ignore[no-any-return]
+        started = self.clock()
         async for attempt in self._tool.copy():
             with attempt:
-                attempt.retry_state.kwargs = {"ctx": call}
+                attempt.retry_state.kwargs = {"ctx": call, "started": started}
                 return await call_next(call)  # type: ignore[no-any-return]
         raise AssertionError("unreachable: tenacity reraises the last error")
 

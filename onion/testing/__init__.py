@@ -1,8 +1,9 @@
-"""Test doubles that ship with onion: scripted models for offline runs and tests."""
+"""Test doubles that ship with onion: scripted models for offline runs and tests, fake time."""
 
 from __future__ import annotations
 
 from ._models import FunctionModel, ScriptedModel, ScriptItem, call, to_response
+from ._time import FakeTime
 from .server import (
     BadGzip,
     Delay,
@@ -22,6 +23,7 @@ __all__ = [
     "BadGzip",
     "Delay",
     "DropConnection",
+    "FakeTime",
     "FakeProviderServer",
     "FunctionModel",
     "HTTPError",

@@ -105,7 +105,7 @@ async def test_cancelled_waiters_give_back_no_slot_and_holders_release_theirs() 
     layer = concurrency(limit=1)
     agent = Agent(ScriptedModel([[call("slow"), call("slow")], "x"]), tools=[slow]).use(layer)
     task = asyncio.ensure_future(agent.run("q"))
-    await asyncio.sleep(0.01)
+    await until(lambda: layer.waiting == 1)  # one call holds the slot, the other waits for it
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-import time
+from typing import Any
 
 import pytest
 
@@ -12,7 +12,7 @@ from middleware import rate_limit
 from middleware.rate_limit import MemoryRateStore, RateLimitExceeded, estimate_tokens
 from onion import Agent, Message, ModelCall, ModelResponse, OnionError, Run, ToolRequest, Usage, tool
 from onion.errors import RateLimitedError
-from onion.testing import FunctionModel, ScriptedModel
+from onion.testing import FakeTime, FunctionModel, ScriptedModel
 
 
 def answers(n: int, usage: Usage | None = None) -> list[ModelResponse | str]:
@@ -21,17 +21,9 @@ def answers(n: int, usage: Usage | None = None) -> list[ModelResponse | str]:
     return [ModelResponse(Message.assistant("ok"), usage) for _ in range(n)]
 
 
-class FakeTime:
-    """A clock and a sleep for tests: sleeping moves the clock on at once."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.now += seconds
+def limited(fake_time: FakeTime, **options: Any) -> rate_limit:
+    """A `rate_limit` that waits on `fake_time`."""
+    return rate_limit(store=MemoryRateStore(clock=fake_time.clock), sleep=fake_time.sleep, **options)
 
 
 async def test_bare_rate_limit_passes_calls_through() -> None:
@@ -39,11 +31,12 @@ async def test_bare_rate_limit_passes_calls_through() -> None:
 
 
 async def test_requests_over_rpm_wait_for_the_window_to_refill() -> None:
-    agent = Agent(ScriptedModel(answers(3))).use(rate_limit(rpm=2, window=0.1))
-    started = time.monotonic()
+    """rpm=2: two calls go at once, the third waits half a window for one request to refill."""
+    fake_time = FakeTime()
+    agent = Agent(ScriptedModel(answers(3))).use(limited(fake_time, rpm=2))
     for _ in range(3):
         await agent.run("hi")
-    assert 0.03 < time.monotonic() - started < 0.3
+    assert fake_time.now == pytest.approx(30.0)
 
 
 async def test_wait_false_raises_rate_limit_exceeded_with_retry_after() -> None:
@@ -82,12 +75,14 @@ async def test_a_failed_call_gives_its_token_reservation_back() -> None:
 
 
 async def test_tokens_over_tpm_wait() -> None:
-    limiter = rate_limit(tpm=100, window=0.1, estimate=lambda call: 60)
-    agent = Agent(ScriptedModel(answers(2, Usage(30, 30, 1)))).use(limiter)
-    started = time.monotonic()
+    """tpm=100 and 60 tokens a call: the second call waits for the 20 tokens missing (12 s of a minute)."""
+    fake_time = FakeTime()
+    agent = Agent(ScriptedModel(answers(2, Usage(30, 30, 1)))).use(
+        limited(fake_time, tpm=100, estimate=lambda call: 60)
+    )
     await agent.run("hi")
     await agent.run("hi")
-    assert time.monotonic() - started > 0.015
+    assert fake_time.now == pytest.approx(12.0)
 
 
 async def test_a_single_request_larger_than_tpm_still_goes_when_the_bucket_is_full() -> None:
@@ -97,13 +92,12 @@ async def test_a_single_request_larger_than_tpm_still_goes_when_the_bucket_is_fu
 
 async def test_estimates_above_tpm_still_hold_the_steady_rate_to_tpm() -> None:
     """Over 30 windows, calls whose estimate exceeds tpm spend at most tpm per window (plus one full bucket)."""
-    fake = FakeTime()
-    store = MemoryRateStore(clock=fake.clock)
-    limiter = rate_limit(tpm=1000, estimate=lambda call: 10_000, store=store, sleep=fake.sleep)
+    fake_time = FakeTime()
+    limiter = limited(fake_time, tpm=1000, estimate=lambda call: 10_000)
     agent = Agent(ScriptedModel(answers(100, Usage(150, 150, 1)))).use(limiter)
     for _ in range(100):
         await agent.run("hi")
-    used, windows = 100 * 300, fake.now / 60
+    used, windows = 100 * 300, fake_time.now / 60
     assert windows > 29
     assert 1000 * windows <= used <= 1000 * (windows + 1)
 
@@ -145,13 +139,13 @@ async def test_limits_are_kept_per_model_by_default_and_per_key_when_given() -> 
 
 async def test_bare_it_obeys_the_providers_retry_after() -> None:
     """After a 429 with retry_after, later calls for that model wait (or raise with wait=False)."""
-    model = ScriptedModel([RateLimitedError("429", retry_after=0.05), "ok"])
-    agent = Agent(model).use(rate_limit)
+    fake_time = FakeTime()
+    model = ScriptedModel([RateLimitedError("429", retry_after=5), "ok"])
+    agent = Agent(model).use(limited(fake_time))
     with pytest.raises(RateLimitedError):
         await agent.run("hi")
-    started = time.monotonic()
     assert (await agent.run("hi")).output == "ok"
-    assert time.monotonic() - started >= 0.04
+    assert fake_time.now == pytest.approx(5.0)
 
     impatient = Agent(ScriptedModel([RateLimitedError("429", retry_after=30), "ok"])).use(rate_limit(wait=False))
     with pytest.raises(RateLimitedError):

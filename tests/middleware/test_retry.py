@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -11,7 +10,7 @@ from middleware import retry, timeout
 from middleware.retry import RetryPolicy
 from onion import Agent, ModelCall, tool
 from onion.errors import BadRequestError, ModelError, OverloadedError, RateLimitedError, ServerError
-from onion.testing import FunctionModel, ScriptedModel, call
+from onion.testing import FakeTime, FunctionModel, ScriptedModel, call
 
 FAST = {"initial": 0.001, "max_backoff": 0.002, "jitter": 0.0}
 
@@ -47,77 +46,69 @@ async def test_non_retryable_errors_are_raised_at_once(error: Exception) -> None
 
 
 async def test_retry_waits_the_retry_after_the_provider_asked_for() -> None:
-    slept: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        slept.append(seconds)
-
+    fake = FakeTime()
     model = ScriptedModel([RateLimitedError("429", retry_after=0.02), "ok"])
-    await Agent(model).use(retry(sleep=sleep, **FAST)).run("hi")
-    assert slept == [0.02]
+    await Agent(model).use(retry(sleep=fake.sleep, **FAST)).run("hi")
+    assert fake.slept == [0.02]
 
 
 async def test_a_retry_after_above_max_retry_after_is_raised_not_cut_short() -> None:
     """A provider asking for more than `max_retry_after` is never sent too early: the error is raised."""
-    slept: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        slept.append(seconds)
-
+    fake = FakeTime()
     model = ScriptedModel([RateLimitedError("429", retry_after=3600), "never"])
     with pytest.raises(RateLimitedError):
-        await Agent(model).use(retry(max_retry_after=10, sleep=sleep, **FAST)).run("hi")
-    assert slept == [] and len(model.requests) == 1
+        await Agent(model).use(retry(max_retry_after=10, sleep=fake.sleep, **FAST)).run("hi")
+    assert fake.slept == [] and len(model.requests) == 1
 
 
 async def test_a_retry_after_longer_than_max_delay_allows_is_raised_not_cut_short() -> None:
-    """`retry(max_delay=3)` and `retry-after: 6`: no request before 6 s, so no retry at all; the 429 is raised."""
-    slept: list[float] = []
+    """`retry(max_delay=3)` and `retry-after: 6`: no request before 6 s, so no retry at all; the 429 is raised.
 
-    async def sleep(seconds: float) -> None:
-        slept.append(seconds)
-
+    A `retry-after` that fits is waited in full; the next one, past what is left of `max_delay`, is raised.
+    """
+    fake = FakeTime()
     model = ScriptedModel([RateLimitedError("429", retry_after=6), "never"])
     with pytest.raises(RateLimitedError):
-        await Agent(model).use(retry(max_delay=3, sleep=sleep, **FAST)).run("hi")
-    assert slept == [] and len(model.requests) == 1
+        await Agent(model).use(retry(max_delay=3, sleep=fake.sleep, clock=fake.clock, **FAST)).run("hi")
+    assert fake.slept == [] and len(model.requests) == 1
 
-    model = ScriptedModel([RateLimitedError("429", retry_after=2.5), "ok"])
-    assert (await Agent(model).use(retry(max_delay=3, sleep=sleep, **FAST)).run("hi")).output == "ok"
-    assert slept == [2.5]
+    model = ScriptedModel([RateLimitedError("429", retry_after=2.5), RateLimitedError("429", retry_after=1), "ok"])
+    with pytest.raises(RateLimitedError):
+        await Agent(model).use(retry(5, max_delay=3, sleep=fake.sleep, clock=fake.clock, **FAST)).run("hi")
+    assert fake.slept == [2.5] and len(model.requests) == 2
 
 
 async def test_backoff_grows_exponentially_without_retry_after() -> None:
-    slept: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        slept.append(seconds)
-
+    fake = FakeTime()
     model = ScriptedModel([ServerError("1"), ServerError("2"), ServerError("3"), "ok"])
-    await Agent(model).use(retry(4, sleep=sleep, initial=1, max_backoff=3, jitter=0)).run("hi")
-    assert slept == [1, 2, 3]
+    await Agent(model).use(retry(4, sleep=fake.sleep, initial=1, max_backoff=3, jitter=0)).run("hi")
+    assert fake.slept == [1, 2, 3]
 
 
 async def test_max_delay_stops_retrying_when_the_time_is_spent() -> None:
+    """Backoffs of 2 s within max_delay=5: tries at 0, 2, 4, then a backoff cut to 1 s, a last try at 5, and stop."""
+    fake = FakeTime()
     model = ScriptedModel([ServerError(str(i)) for i in range(100)])
-    started = time.monotonic()
-    with pytest.raises(ServerError):
-        await Agent(model).use(retry(100, max_delay=0.05, initial=0.02, max_backoff=0.02, jitter=0)).run("hi")
-    assert time.monotonic() - started < 0.3
-    assert 2 <= len(model.requests) < 10
+    layer = retry(100, max_delay=5, initial=2, max_backoff=2, jitter=0, sleep=fake.sleep, clock=fake.clock)
+    with pytest.raises(ServerError, match="3"):
+        await Agent(model).use(layer).run("hi")
+    assert fake.slept == [2, 2, 1] and len(model.requests) == 4
 
 
 async def test_cancellation_is_never_retried() -> None:
     calls = 0
 
+    started = asyncio.Event()
+
     async def slow(_: ModelCall) -> str:
         nonlocal calls
         calls += 1
-        await asyncio.sleep(10)
+        started.set()
+        await asyncio.Event().wait()
         return "never"
 
     task = asyncio.ensure_future(Agent(FunctionModel(slow)).use(retry(**FAST)).run("hi"))
-    await asyncio.sleep(0.01)
+    await started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -203,11 +194,13 @@ def test_invalid_configuration_is_rejected() -> None:
 
 
 async def test_timeout_inside_retry_bounds_each_attempt() -> None:
-    """retry -> timeout: a slow first attempt times out and the second one answers."""
-    delays = [1.0, 0.0]
+    """retry -> timeout: a first attempt that never answers times out and the second one answers."""
+    attempts: list[int] = []
 
     async def answer(_: ModelCall) -> str:
-        await asyncio.sleep(delays.pop(0))
+        attempts.append(1)
+        if len(attempts) == 1:
+            await asyncio.Event().wait()
         return "ok"
 
     agent = Agent(FunctionModel(answer)).use(retry(**FAST), timeout(0.05))
@@ -215,14 +208,17 @@ async def test_timeout_inside_retry_bounds_each_attempt() -> None:
 
 
 async def test_timeout_outside_retry_bounds_all_attempts_together() -> None:
-    """timeout -> retry: the limit covers every attempt, so slow retries run out of time."""
+    """timeout -> retry: the limit covers every attempt and backoff, so retries run out of time.
+
+    Each attempt fails at once; 50 backoffs of 0.01 s cannot fit in 0.05 s, so the timeout ends them.
+    """
+    attempts: list[int] = []
 
     async def answer(_: ModelCall) -> str:
-        await asyncio.sleep(0.03)
-        raise ServerError("slow failure")
+        attempts.append(1)
+        raise ServerError("failure")
 
-    agent = Agent(FunctionModel(answer)).use(timeout(0.05), retry(5, **FAST))
-    started = time.monotonic()
+    agent = Agent(FunctionModel(answer)).use(timeout(0.05), retry(50, initial=0.01, max_backoff=0.01, jitter=0))
     with pytest.raises(TimeoutError):
         await agent.run("hi")
-    assert time.monotonic() - started < 0.2
+    assert 1 <= len(attempts) < 50
