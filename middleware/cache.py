@@ -262,7 +262,7 @@ def request_key(call: ModelCall, namespace: str = "", scope: object = None) -> s
         calls = [[_local(ids, c.id), c.name, c.args, c.raw_args] for c in m.tool_calls] if m.tool_calls else []
         messages.append((m.role, m.text, calls, _local(ids, m.tool_call_id), m.is_error, m.meta))
     model = str(getattr(call.model, "name", call.model))
-    digest = hashlib.sha256(_canonical((3, namespace, scope, model, call.settings, messages)).encode())
+    digest = hashlib.sha256(_utf8(_canonical((3, namespace, scope, model, call.settings, messages))))
     digest.update(_tools_part(call.tools))
     return digest.hexdigest()
 
@@ -290,7 +290,7 @@ def _tools_part(tools: Sequence[Tool]) -> bytes:
     key = tuple(tools)
     part = _TOOLS_PARTS.get(key)
     if part is None:
-        part = _canonical([[t.name, t.description, t.parameters] for t in tools]).encode()
+        part = _utf8(_canonical([[t.name, t.description, t.parameters] for t in tools]))
         if len(_TOOLS_PARTS) >= _TOOLS_PARTS_MAX:
             _TOOLS_PARTS.clear()
         _TOOLS_PARTS[key] = part
@@ -298,11 +298,17 @@ def _tools_part(tools: Sequence[Tool]) -> bytes:
 
 
 def _digest(value: Any) -> str:
-    return hashlib.sha256(_canonical(value).encode()).hexdigest()
+    return hashlib.sha256(_utf8(_canonical(value))).hexdigest()
+
+
+def _utf8(text: str) -> bytes:
+    """`text` as UTF-8, a lone surrogate (an undecodable file name) as its own bytes: keys never raise nor collide."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 def encode_response(response: ModelResponse, call: ModelCall) -> str:
-    """A response as JSON text: text, tool calls with ids and args, stop reason, model, meta."""
+    """A response as ASCII JSON text (so any store holds it, lone surrogates included): text, tool calls
+    with ids and args, stop reason, model, meta."""
     message = response.message
     return json.dumps(
         {

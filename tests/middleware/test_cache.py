@@ -349,3 +349,29 @@ async def test_a_cache_write_to_a_full_or_read_only_database_returns_the_answer(
                 result = await Agent(script, tools=[add]).use(cache(store=store, tools=True)).run("1+2?")
             assert result.messages[2].text == "3" and result.output == "x" * 10_000
             assert [problem in r.getMessage() for r in caplog.records] == [True]
+
+
+async def test_lone_surrogates_in_requests_tool_arguments_and_answers_neither_crash_nor_collide(
+    tmp_path: Path,
+) -> None:
+    """A non-UTF-8 file name (`caf\\udce9`) in the input, a tool's arguments or an answer is keyed and stored."""
+    opened: list[str] = []
+
+    @tool
+    def read(path: str) -> str:
+        """Read a file."""
+        opened.append(path)
+        return f"contents of {path!a}"
+
+    def script() -> ScriptedModel:
+        calls = [call("read", path="caf\udce9"), call("read", path="caf\udce8")]
+        return ScriptedModel([calls, "done caf\udce9"])
+
+    with SQLiteStore(tmp_path / "cache.db") as store:
+        layer = cache(store=store, tools=True)
+        first = await Agent(script(), tools=[read]).use(layer).run("list caf\udce9")
+        replay = ScriptedModel([])
+        second = await Agent(replay, tools=[read]).use(layer).run("list caf\udce9")
+    assert opened == ["caf\udce9", "caf\udce8"] and replay.requests == []
+    assert [m.text for m in second.messages] == [m.text for m in first.messages]
+    assert second.messages[3].text == "contents of 'caf\\udce8'" and second.output == "done caf\udce9"
