@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ._calls import ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
+from ._durable import finish_recovered_batch, resume_from_store, run_journaled
 from ._events import Event, ModelCallFinished, RunFinished, StreamReset, TextDelta, ToolCallStarted, ToolResultEvent
 from ._history import check_history
 from ._messages import Message
 from ._model import Model, resolve_model
 from ._stack import Handler, Stack, bad_result, checked_by_default, concurrent_call_next
 from ._tools import Tool, as_tool, render, valid_text
-from .errors import HookFailed, MaxStepsExceeded, MiddlewareError, ToolArgumentsError
+from .errors import HookFailed, MaxStepsExceeded, MiddlewareError, RunBusy, ToolArgumentsError
 
 if TYPE_CHECKING:
     from .stores import Session, Store
@@ -48,6 +50,7 @@ class Agent:
         settings: dict[str, Any] | None = None,
         checked: bool | None = None,
         store: Store | None = None,
+        lease: float = 30.0,
     ) -> None:
         self.model = resolve_model(model)
         self._owns_model = isinstance(model, str)
@@ -68,6 +71,10 @@ class Agent:
         self.stack = Stack(*middleware, name=self.name)
         self.store = store
         """Where runs are journaled and sessions kept (`onion.stores`); None: runs live in memory only."""
+        if lease <= 0:
+            raise ValueError(f"{self.name}: lease must be positive seconds, got {lease!r}")
+        self.lease = lease
+        """Seconds a worker holds a journaled run without renewing it (it renews every lease / 3)."""
         self._chains: _Chains | None = None
         self._version = -1
 
@@ -125,9 +132,24 @@ class Agent:
             start = 1 if first and first[0].role == "system" else 0
             run = Run(self, input, [*first[:start], *history, *first[start:]], state)
             start += len(history)
-            result = await self._run(chains, run)
+            result = await self._run(chains, run, conversation, start)
             await conversation.append(result.messages[start:])
             return result
+
+    async def recover(self, run_id: str) -> RunResult:
+        """Resume the journaled run `run_id` (its worker died, or it failed) from `agent.store`.
+
+        Recorded model responses are not requested again and finished tool
+        calls not run again; a call that started without a recorded result
+        is answered as interrupted, unless its tool is idempotent (it runs
+        again). Raises `RunBusy` when another worker holds the run or it has
+        ended, `RunNotFound` when the store never saw it.
+        """
+        if self.store is None:
+            raise ValueError(
+                f"{self.name}: resuming run {run_id!r} needs the store it was journaled in: Agent(store=...)"
+            )
+        return await resume_from_store(self, self.store, run_id)
 
     def _session(self, session: str | Session) -> Session:
         if not isinstance(session, str):
@@ -183,7 +205,13 @@ class Agent:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
 
-    async def _run(self, chains: _Chains, run: Run) -> RunResult:
+    async def _run(self, chains: _Chains, run: Run, session: Session | None = None, session_from: int = 0) -> RunResult:
+        if self.store is not None:
+            run.id = f"run-{uuid.uuid4().hex}"
+            return await run_journaled(self, chains, run, self.store, session, session_from)
+        return await self._run_chain(chains, run)
+
+    async def _run_chain(self, chains: _Chains, run: Run) -> RunResult:
         result = await chains.run(run)
         if not isinstance(result, RunResult):
             raise bad_result(chains.stack, "run", result)
@@ -220,6 +248,8 @@ class Agent:
 
     async def _loop(self, run: Run) -> RunResult:
         chains = self._compiled()
+        if run.journal is not None and run.journal.recovered is not None:
+            await finish_recovered_batch(self, run, chains)
         while True:
             run.flush_injected()
             if run.steps >= self.max_steps:
@@ -237,6 +267,8 @@ class Agent:
             if run.emit is not None:
                 self._emit_response(run, call, response)
             run.messages.append(response.message)
+            if run.journal is not None:
+                run.journal.model(run, response)
             if not response.tool_calls:
                 run.flush_injected()
                 return RunResult(response.text, run.messages, run.usage, run.state, run.id)
@@ -340,7 +372,7 @@ class Agent:
         chains = self._compiled()
         try:
             result = await chains.tool(call)
-        except MiddlewareError:
+        except (MiddlewareError, RunBusy):
             raise
         except HookFailed as failed:
             raise failed.error from failed.error.__cause__
@@ -352,6 +384,8 @@ class Agent:
             )
         if not isinstance(result, ToolResult):
             raise bad_result(chains.stack, "tool", result)
+        if call.run.journal is not None:
+            await call.run.journal.finished(call, result)
         if call.run.emit is not None:
             call.run.emit(ToolResultEvent(call.id, call.name, result))
         return result
@@ -381,6 +415,8 @@ class Agent:
             raise concurrent_call_next(f"one of {[layer.name for layer in self.stack.layers('tool')]}", "tool")
         call._entered = True
         try:
+            if call.run.journal is not None:
+                await call.run.journal.started(call)
             value = await tool.invoke(args, call)
         finally:
             call._entered = False

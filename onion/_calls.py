@@ -10,6 +10,7 @@ from ._messages import Message, ToolRequest, Usage
 
 if TYPE_CHECKING:
     from ._agent import Agent
+    from ._journal import Journal
     from ._model import Model
     from ._tools import Tool
 
@@ -27,7 +28,7 @@ class Call:
 class Run(Call):
     """One whole `agent.run(...)`."""
 
-    __slots__ = ("_injected", "agent", "emit", "id", "input", "messages", "state", "steps", "usage")
+    __slots__ = ("_injected", "agent", "emit", "id", "input", "journal", "messages", "state", "steps", "usage")
     kind: ClassVar[str] = "run"
 
     def __init__(self, agent: Agent, input: Any, messages: list[Message], state: dict[str, Any] | None = None) -> None:
@@ -42,6 +43,8 @@ class Run(Call):
         """Model calls made so far in this run."""
         self.emit: Callable[[Any], None] | None = None
         """Set while the run is streamed: sends an event to the consumer."""
+        self.journal: Journal | None = None
+        """Set when the agent has a store: records each step so the run can be resumed."""
         self._injected: list[Message] = []
 
     def inject(self, message: Message | str) -> None:

@@ -22,7 +22,10 @@ class Tool:
 
     Calling the tool object calls the function itself. A parameter annotated
     `ToolCall` is not shown to the model: onion passes the current call
-    (and through it `call.run.state`).
+    (and through it `call.run.state`). `idempotent` says running it twice
+    with the same arguments does no harm: a journaled run resumed after its
+    worker died mid-call runs such a call again instead of reporting it
+    interrupted.
     """
 
     __slots__ = (
@@ -30,14 +33,23 @@ class Tool:
         "_model",
         "description",
         "function",
+        "idempotent",
         "is_async",
         "name",
         "parameters",
         "takes_context",
     )
 
-    def __init__(self, function: Callable[..., Any], *, name: str | None = None, description: str | None = None):
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        idempotent: bool = False,
+    ):
         self.function = function
+        self.idempotent = idempotent
         self.name = name or function.__name__
         self.description = description if description is not None else _description(function)
         self.is_async = inspect.iscoroutinefunction(function)
@@ -97,14 +109,21 @@ class Tool:
 @overload
 def tool(function: Callable[..., Any], /) -> Tool: ...
 @overload
-def tool(*, name: str | None = None, description: str | None = None) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
-    function: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None
+    *, name: str | None = None, description: str | None = None, idempotent: bool = False
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    function: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    idempotent: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a function (sync or async) a tool: `@tool` or `@tool(name=..., description=...)`."""
+    """Make a function (sync or async) a tool: `@tool` or `@tool(name=..., description=..., idempotent=...)`."""
     if function is not None:
         return Tool(function)
-    return lambda fn: Tool(fn, name=name, description=description)
+    return lambda fn: Tool(fn, name=name, description=description, idempotent=idempotent)
 
 
 def as_tool(item: Tool | Callable[..., Any]) -> Tool:

@@ -1,0 +1,244 @@
+"""The journal: a run's steps recorded in its store as they happen, and read back to resume it.
+
+Entries are JSON objects, one per store row, by kind `k`:
+
+- `start`: the first messages, `run.state`, the agent's name, the session (if any);
+- `model`: one model response, with the messages appended to the history
+  since the previous entry (or the whole history, `reset`, when a layer
+  replaced it), the usage and `run.state` after it;
+- `tool`: a tool call about to run (written before the tool runs);
+- `result`: what a tool call answered (after its whole tool stack).
+
+A model entry is held back and written with the next write (a tool
+starting, a result, the run's end), so a step costs one round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ._calls import ModelResponse, ToolResult
+from ._messages import Message, ToolRequest, Usage
+from .errors import OnionError, RunBusy
+from .stores._codec import message_from_dict, message_to_dict
+
+if TYPE_CHECKING:
+    from ._calls import Run, ToolCall
+    from .stores import RunStatus, RunStore
+
+INTERRUPTED = (
+    "Tool {name} was interrupted: the worker running it stopped before its result was recorded, "
+    "so it may or may not have run. Check whether it took effect before calling it again."
+)
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+class Journal:
+    """Records one run's steps in `store` under `run_id`, as the worker `owner` holding its lease.
+
+    The lease (`lease` seconds) is extended by every write and by a task
+    renewing it every `lease / 3` seconds while the run goes on; a worker
+    that lost it gets `RunBusy` on its next write.
+    """
+
+    __slots__ = ("_held", "_known", "_last", "_renewing", "lease", "owner", "recovered", "run_id", "store")
+
+    def __init__(self, store: RunStore, run_id: str, *, lease: float, owner: str | None = None) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.lease = lease
+        self.owner = owner or uuid.uuid4().hex
+        self.recovered: Replay | None = None
+        """A resumed run's unfinished batch: finished first, without repeating recorded calls."""
+        self._held: list[str] = []
+        self._known = 0
+        self._last: Message | None = None
+        self._renewing: asyncio.Task[None] | None = None
+
+    async def begin(self, run: Run, *, session: str | None = None, session_from: int = 0) -> None:
+        """Create the run in the store, with its first messages and state."""
+        entry = {
+            "k": "start",
+            "agent": run.agent.name,
+            "messages": [message_to_dict(m) for m in run.messages],
+            "state": run.state,
+            "session": session,
+            "session_from": session_from,
+        }
+        self.mark(run.messages)
+        await self.store.start_run(
+            self.run_id,
+            agent=run.agent.name,
+            owner=self.owner,
+            lease=self.lease,
+            entries=[_encode(entry, run)],
+            session=session,
+        )
+        self.renew_in_background()
+
+    def model(self, run: Run, response: ModelResponse) -> None:
+        """Hold back the entry of `response` (already appended to the history) until the next write."""
+        messages = run.messages
+        known = self._known
+        reset = not (known <= len(messages) and (known == 0 or messages[known - 1] is self._last))
+        added = messages if reset else messages[known:-1]
+        entry: dict[str, Any] = {
+            "k": "model",
+            "before": [message_to_dict(m) for m in added if m is not response.message],
+            "response": message_to_dict(response.message),
+            "usage": _usage(response.usage),
+            "state": run.state,
+        }
+        if reset:
+            entry["reset"] = True
+        self._held.append(_encode(entry, run))
+        self.mark(messages)
+
+    async def started(self, call: ToolCall) -> None:
+        """Record that `call` is about to run (with what was held back): one round trip."""
+        await self._write({"k": "tool", "id": call.id, "name": call.name, "args": call.args})
+
+    async def finished(self, call: ToolCall, result: ToolResult) -> None:
+        """Record what `call` answered: one round trip."""
+        await self._write(_result_entry(call.id, result))
+
+    def hold_result(self, call_id: str, result: ToolResult) -> None:
+        """Record a result that no tool produced, with the next write."""
+        self._held.append(_dumps(_result_entry(call_id, result)))
+
+    async def end(self, status: RunStatus, *, state: str | None = None, pending: int = 0) -> None:
+        """Write what was held back, set the run's status and let go of it."""
+        self._stop_renewing()
+        held, self._held = self._held, []
+        await self.store.release_run(self.run_id, self.owner, status, state=state, pending=pending, entries=held)
+
+    async def _write(self, entry: dict[str, Any]) -> None:
+        self._held.append(_dumps(entry))
+        held, self._held = self._held, []
+        await self.store.append_journal(self.run_id, self.owner, held, self.lease)
+
+    def mark(self, messages: list[Message]) -> None:
+        """The journal holds `messages`: the next model entry records what comes after them."""
+        self._known = len(messages)
+        self._last = messages[-1] if messages else None
+
+    def renew_in_background(self) -> None:
+        self._renewing = asyncio.get_running_loop().create_task(self._renew())
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease / 3)
+            try:
+                await self.store.renew_run(self.run_id, self.owner, self.lease)
+            except RunBusy:
+                return
+
+    def _stop_renewing(self) -> None:
+        if self._renewing is not None:
+            self._renewing.cancel()
+            self._renewing = None
+
+
+@dataclass(slots=True)
+class Replay:
+    """A run rebuilt from its journal: the history, and the batch its worker left unfinished."""
+
+    agent: str
+    messages: list[Message]
+    state: dict[str, Any]
+    steps: int = 0
+    usage: Usage = field(default_factory=Usage)
+    session: str | None = None
+    session_from: int = 0
+    unanswered: list[ToolRequest] = field(default_factory=list)
+    """The last response's tool calls, when their results are not all in the history."""
+    results: dict[str, ToolResult] = field(default_factory=dict)
+    """Recorded results of the unanswered calls, by call id."""
+    started: set[str] = field(default_factory=set)
+    """Unanswered calls that started (so may have run)."""
+
+    @property
+    def completed(self) -> bool:
+        """The last entry is a final answer: the run ended, only its release was lost."""
+        last = self.messages[-1] if self.messages else None
+        return self.steps > 0 and last is not None and last.role == "assistant" and not last.tool_calls
+
+
+def replay(run_id: str, entries: list[str]) -> Replay:
+    """Rebuild the run `run_id` from its journal entries; `OnionError` if they cannot be read."""
+    try:
+        first = json.loads(entries[0])
+        if first.get("k") != "start":
+            raise ValueError("the first entry is not the run's start")
+        run = Replay(
+            first["agent"],
+            [message_from_dict(m) for m in first["messages"]],
+            first["state"],
+            session=first.get("session"),
+            session_from=first.get("session_from", 0),
+        )
+        for text in entries[1:]:
+            _apply(run, json.loads(text))
+    except (ValueError, KeyError, TypeError, IndexError) as error:
+        raise OnionError(
+            f"the journal of run {run_id!r} cannot be read ({type(error).__name__}: {error}); "
+            "it was written by another version of onion or edited by hand"
+        ) from error
+    return run
+
+
+def _apply(run: Replay, entry: dict[str, Any]) -> None:
+    kind = entry["k"]
+    if kind == "model":
+        before = [message_from_dict(m) for m in entry["before"]]
+        if entry.get("reset"):
+            run.messages = before
+        else:
+            run.messages += before
+        response = message_from_dict(entry["response"])
+        run.messages.append(response)
+        run.steps += 1
+        run.usage.add(Usage(**entry["usage"]))
+        run.state = entry["state"]
+        run.unanswered = list(response.tool_calls)
+        run.results, run.started = {}, set()
+    elif kind == "tool":
+        run.started.add(entry["id"])
+    elif kind == "result":
+        run.results[entry["id"]] = ToolResult(entry["content"], is_error=entry["error"], call_id=entry["id"])
+    else:
+        raise ValueError(f"unknown entry kind {kind!r}")
+
+
+def _usage(usage: Usage) -> dict[str, int]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "requests": usage.requests,
+        "cached_input_tokens": usage.cached_input_tokens,
+    }
+
+
+def _result_entry(call_id: str, result: ToolResult) -> dict[str, Any]:
+    return {"k": "result", "id": call_id, "content": result.content, "error": result.is_error}
+
+
+def _encode(entry: dict[str, Any], run: Run) -> str:
+    """`entry` as JSON text; a `run.state` that JSON cannot hold is refused, naming the key."""
+    try:
+        return _dumps(entry)
+    except (TypeError, ValueError) as error:
+        for key, value in run.state.items():
+            try:
+                json.dumps(value)
+            except (TypeError, ValueError):
+                raise OnionError(
+                    f"run.state[{key!r}] ({type(value).__name__}) is not JSON-serialisable: a run on an agent "
+                    "with a store keeps run.state in the store; keep only JSON values there"
+                ) from error
+        raise OnionError(f"a journal entry is not JSON-serialisable ({error})") from error

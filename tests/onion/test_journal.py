@@ -1,0 +1,203 @@
+"""The journal: with a store, each step of a run is recorded, and a resumed run repeats none of them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from onion import Agent, ToolCall, tool
+from onion.errors import OnionError, RunBusy, RunNotFound
+from onion.stores import MemoryStore
+from onion.testing import ScriptedModel, call
+
+
+class Crash(BaseException):
+    """Stands in for the worker dying: nothing in the run catches it."""
+
+
+class CountingStore(MemoryStore):
+    """A MemoryStore that counts its round trips by method."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.trips: dict[str, int] = {}
+
+    def __getattribute__(self, name: str) -> Any:
+        value = super().__getattribute__(name)
+        if name in ("start_run", "append_journal", "release_run", "renew_run", "claim_run", "journal"):
+            trips = super().__getattribute__("trips")
+            trips[name] = trips.get(name, 0) + 1
+        return value
+
+
+def entries(store: MemoryStore, run_id: str) -> list[dict[str, Any]]:
+    return [json.loads(text) for text in store._journals[run_id]]
+
+
+async def test_a_run_with_a_store_journals_each_step_under_its_run_id() -> None:
+    """Start, each model response, each tool call started and finished: all under result.run_id."""
+    store = MemoryStore()
+
+    @tool
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    agent = Agent(ScriptedModel([[call("add", a=1, b=2)], "3"]), tools=[add], store=store)
+    result = await agent.run("1+2?")
+    kinds = [(e["k"], e.get("id"), e.get("content")) for e in entries(store, result.run_id)]
+    tool_id = result.messages[1].tool_calls[0].id
+    assert kinds == [
+        ("start", None, None),
+        ("model", None, None),
+        ("tool", tool_id, None),
+        ("result", tool_id, "3"),
+        ("model", None, None),
+    ]
+    record = await store.run_record(result.run_id)
+    assert record is not None and record.status == "completed" and record.owner is None
+
+
+async def test_journaling_costs_one_store_round_trip_per_model_call_and_per_tool_call() -> None:
+    """2 model calls and 1 tool call: a write at the start, one per tool start and finish, one at the end."""
+    store = CountingStore()
+
+    @tool
+    def echo(text: str) -> str:
+        return text
+
+    agent = Agent(ScriptedModel([[call("echo", text="x")], "done"]), tools=[echo], store=store)
+    await agent.run("go")
+    assert store.trips == {"start_run": 1, "append_journal": 2, "release_run": 1}
+
+
+async def test_a_run_state_that_json_cannot_hold_is_refused_naming_the_key() -> None:
+    """A journaled run keeps run.state in the store: a non-JSON value is a clear error."""
+    agent = Agent(ScriptedModel(["x"]), store=MemoryStore())
+    with pytest.raises(OnionError, match=r"run.state\['handle'\]"):
+        await agent.run("go", state={"handle": object()})
+
+
+async def test_a_failed_run_resumes_without_repeating_finished_calls_or_recorded_responses() -> None:
+    """The worker dies in the second call of a batch: the first is not run again, the second is in doubt."""
+    store = MemoryStore()
+    runs: list[str] = []
+
+    @tool
+    def first() -> str:
+        runs.append("first")
+        return "one"
+
+    @tool
+    def second() -> str:
+        runs.append("second")
+        raise Crash
+
+    model = ScriptedModel([[call("first"), call("second")]])
+    worker = Agent(model, tools=[first, second], store=store, parallel_tools=False)
+    with pytest.raises(Crash):
+        await worker.run("go")
+    (record,) = await store.runs()
+    assert record.status == "failed"
+
+    later = ScriptedModel(["all done"])
+    resumed = Agent(later, tools=[first, second], store=store)
+    result = await resumed.recover(record.run_id)
+    assert result.output == "all done" and runs == ["first", "second"]
+    assert len(later.requests) == 1
+    sent = later.requests[0].messages
+    answered, interrupted = [m for m in sent if m.role == "tool"]
+    assert answered.text == "one"
+    assert interrupted.is_error and "interrupted" in interrupted.text and "may or may not have run" in interrupted.text
+    assert (await store.run_record(record.run_id)).status == "completed"  # type: ignore[union-attr]
+
+
+async def test_an_idempotent_call_in_doubt_runs_again() -> None:
+    """@tool(idempotent=True) started without a recorded result is run again on resume."""
+    store = MemoryStore()
+    calls: list[int] = []
+
+    @tool(idempotent=True)
+    def fetch(n: int) -> str:
+        calls.append(n)
+        if len(calls) == 1:
+            raise Crash
+        return f"got {n}"
+
+    with pytest.raises(Crash):
+        await Agent(ScriptedModel([[call("fetch", n=7)]]), tools=[fetch], store=store).run("go")
+    (record,) = await store.runs()
+    later = ScriptedModel(["ok"])
+    result = await Agent(later, tools=[fetch], store=store).recover(record.run_id)
+    assert calls == [7, 7] and result.output == "ok"
+    assert [m.text for m in later.requests[0].messages if m.role == "tool"] == ["got 7"]
+
+
+async def test_calls_that_never_started_run_through_their_tool_stack_on_resume() -> None:
+    """A call a worker never reached runs on resume, through the layers of its tool chain."""
+    store = MemoryStore()
+    seen: list[str] = []
+
+    @tool
+    def boom() -> str:
+        raise Crash
+
+    @tool
+    def later_call() -> str:
+        return "ran"
+
+    async def watch(call_: ToolCall, call_next: Any) -> Any:
+        seen.append(call_.name)
+        return await call_next(call_)
+
+    model = ScriptedModel([[call("boom"), call("later_call")]])
+    with pytest.raises(Crash):
+        await Agent(model, tools=[boom, later_call], store=store, parallel_tools=False).run("go")
+    (record,) = await store.runs()
+    agent = Agent(ScriptedModel(["fine"]), tools=[boom, later_call], store=store).use(watch)
+    result = await agent.recover(record.run_id)
+    assert result.output == "fine" and seen == ["later_call"]
+    assert [m.text for m in result.messages if m.role == "tool"][1] == "ran"
+
+
+async def test_a_run_whose_final_answer_was_recorded_completes_without_a_model_call() -> None:
+    """A worker that died after the final answer but before marking the run: resume returns it."""
+    store = MemoryStore()
+    worker = Agent(ScriptedModel(["the answer"]), store=store)
+    result = await worker.run("q")
+    store._runs[result.run_id].status = "failed"  # the release was lost
+    nothing = ScriptedModel([])
+    again = await Agent(nothing, store=store).recover(result.run_id)
+    assert again.output == "the answer" and nothing.requests == []
+
+
+async def test_resuming_a_run_another_worker_holds_or_that_ended_raises_run_busy() -> None:
+    """A live lease, or a completed run: RunBusy saying which; an unknown id: RunNotFound."""
+    clock = [0.0]
+    store = MemoryStore(clock=lambda: clock[0])
+    agent = Agent(ScriptedModel(["a"]), store=store)
+    done = await agent.run("q")
+    with pytest.raises(RunBusy, match="completed"):
+        await agent.recover(done.run_id)
+    await store.start_run("held", agent="agent", owner="other", lease=30, entries=[])
+    with pytest.raises(RunBusy, match="held by another worker"):
+        await agent.recover("held")
+    with pytest.raises(RunNotFound, match="nope"):
+        await agent.recover("nope")
+
+
+async def test_resume_refuses_an_agent_without_the_runs_tools() -> None:
+    """The unfinished batch calls a tool this agent lacks: a clear error naming it, the run left resumable."""
+    store = MemoryStore()
+
+    @tool
+    def gone() -> str:
+        raise Crash
+
+    with pytest.raises(Crash):
+        await Agent(ScriptedModel([[call("gone")]]), tools=[gone], store=store).run("go")
+    (record,) = await store.runs()
+    with pytest.raises(OnionError, match=r"\['gone'\]"):
+        await Agent(ScriptedModel([]), store=store).recover(record.run_id)
+    assert (await store.run_record(record.run_id)).status == "failed"  # type: ignore[union-attr]
