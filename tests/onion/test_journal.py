@@ -32,6 +32,18 @@ class CountingStore(MemoryStore):
         return value
 
 
+def crash_after(name: str) -> Any:
+    """A tool layer that kills the run right after `name` ran, before its result is recorded."""
+
+    async def crash(call_: ToolCall, call_next: Any) -> Any:
+        result = await call_next(call_)
+        if call_.name == name:
+            raise Crash
+        return result
+
+    return crash
+
+
 def entries(store: MemoryStore, run_id: str) -> list[dict[str, Any]]:
     return [json.loads(text) for text in store._journals[run_id]]
 
@@ -92,10 +104,10 @@ async def test_a_failed_run_resumes_without_repeating_finished_calls_or_recorded
     @tool
     def second() -> str:
         runs.append("second")
-        raise Crash
+        return "two"
 
     model = ScriptedModel([[call("first"), call("second")]])
-    worker = Agent(model, tools=[first, second], store=store, parallel_tools=False)
+    worker = Agent(model, tools=[first, second], store=store, parallel_tools=False).use(crash_after("second"))
     with pytest.raises(Crash):
         await worker.run("go")
     (record,) = await store.runs()
@@ -121,12 +133,11 @@ async def test_an_idempotent_call_in_doubt_runs_again() -> None:
     @tool(idempotent=True)
     def fetch(n: int) -> str:
         calls.append(n)
-        if len(calls) == 1:
-            raise Crash
         return f"got {n}"
 
+    worker = Agent(ScriptedModel([[call("fetch", n=7)]]), tools=[fetch], store=store).use(crash_after("fetch"))
     with pytest.raises(Crash):
-        await Agent(ScriptedModel([[call("fetch", n=7)]]), tools=[fetch], store=store).run("go")
+        await worker.run("go")
     (record,) = await store.runs()
     later = ScriptedModel(["ok"])
     result = await Agent(later, tools=[fetch], store=store).recover(record.run_id)
@@ -141,7 +152,7 @@ async def test_calls_that_never_started_run_through_their_tool_stack_on_resume()
 
     @tool
     def boom() -> str:
-        raise Crash
+        return "boom"
 
     @tool
     def later_call() -> str:
@@ -153,7 +164,9 @@ async def test_calls_that_never_started_run_through_their_tool_stack_on_resume()
 
     model = ScriptedModel([[call("boom"), call("later_call")]])
     with pytest.raises(Crash):
-        await Agent(model, tools=[boom, later_call], store=store, parallel_tools=False).run("go")
+        await (
+            Agent(model, tools=[boom, later_call], store=store, parallel_tools=False).use(crash_after("boom")).run("go")
+        )
     (record,) = await store.runs()
     agent = Agent(ScriptedModel(["fine"]), tools=[boom, later_call], store=store).use(watch)
     result = await agent.recover(record.run_id)
@@ -193,10 +206,10 @@ async def test_resume_refuses_an_agent_without_the_runs_tools() -> None:
 
     @tool
     def gone() -> str:
-        raise Crash
+        return "gone"
 
     with pytest.raises(Crash):
-        await Agent(ScriptedModel([[call("gone")]]), tools=[gone], store=store).run("go")
+        await Agent(ScriptedModel([[call("gone")]]), tools=[gone], store=store).use(crash_after("gone")).run("go")
     (record,) = await store.runs()
     with pytest.raises(OnionError, match=r"\['gone'\]"):
         await Agent(ScriptedModel([]), store=store).recover(record.run_id)
