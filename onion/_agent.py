@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ._calls import ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
+from ._copies import own_message
 from ._durable import finish_recovered_batch, resume_from_store, run_journaled
 from ._events import Event, ModelCallFinished, RunFinished, StreamReset, TextDelta, ToolCallStarted, ToolResultEvent
 from ._history import check_history
@@ -219,14 +220,16 @@ class Agent:
         return result
 
     def _first_messages(self, input: str | Message | Sequence[Message]) -> list[Message]:
+        """The run's history to start from: copies, so layers editing it never reach the caller's messages."""
         if isinstance(input, str):
             messages = [Message.user(input)]
         elif isinstance(input, Message):
-            messages = [input]
+            messages = [own_message(input)]
         else:
-            messages = list(input)
-            if not all(isinstance(m, Message) for m in messages):
+            given = list(input)
+            if not all(isinstance(m, Message) for m in given):
                 raise TypeError("input must be a str, a Message, or a sequence of Messages")
+            messages = [own_message(m) for m in given]
         if self.instructions and not (messages and messages[0].role == "system"):
             messages.insert(0, Message.system(self.instructions))
         return messages
@@ -259,7 +262,7 @@ class Agent:
                     usage=run.usage,
                 )
             run.steps += 1
-            call = ModelCall(run, list(run.messages), list(self.tools), self.model, dict(self.settings))
+            call = ModelCall(run, list(run.messages), list(self.tools), self.model, self.settings)
             response = await chains.model(call)
             if not isinstance(response, ModelResponse):
                 raise bad_result(chains.stack, "model", response)

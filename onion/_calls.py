@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ._copies import own_copy
 from ._messages import Message, ToolRequest, Usage
 
 if TYPE_CHECKING:
@@ -45,29 +47,42 @@ class Run(Call):
         """Set while the run is streamed: sends an event to the consumer."""
         self.journal: Journal | None = None
         """Set when the agent has a store: records each step so the run can be resumed."""
-        self._injected: list[Message] = []
+        self._injected: deque[Message] = deque()
 
     def inject(self, message: Message | str) -> None:
         """Queue a message for the history; it lands at the next safe point.
 
         The safe point is right before the next model call (after the latest
         response and all of its tool results), or the end of the run. A plain
-        string becomes a user message.
+        string becomes a user message. Safe to call from any thread: messages
+        from one thread land in the order it injected them.
         """
         self._injected.append(Message.user(message) if isinstance(message, str) else message)
 
     def flush_injected(self) -> None:
-        """Append the queued messages to the history (onion calls this at safe points)."""
-        if self._injected:
-            injected, self._injected = self._injected, []
-            self.messages.extend(injected)
+        """Append the queued messages to the history (onion calls this at safe points).
+
+        Takes what is queued when it starts; a message injected meanwhile (from
+        another thread) stays queued for the next safe point.
+        """
+        injected = self._injected
+        if injected:
+            take = injected.popleft
+            self.messages.extend([take() for _ in range(len(injected))])
 
     def __repr__(self) -> str:
         return f"<Run {self.id} steps={self.steps} messages={len(self.messages)}>"
 
 
 class ModelCall(Call):
-    """One request to the model. `messages` and `tools` are this request's own copies."""
+    """One request to the model.
+
+    `messages`, `tools` and `settings` are this request's own: changing them
+    changes this request only. `settings` is copied with its nested dicts,
+    lists and sets, so a layer may write into `settings["extra_headers"]`;
+    the messages and tool definitions in the lists are shared (replace an
+    entry to change it for this request).
+    """
 
     __slots__ = ("_entered", "messages", "model", "observers", "settings", "streamed", "tools")
     kind: ClassVar[str] = "model"
@@ -79,7 +94,7 @@ class ModelCall(Call):
         self.messages = messages
         self.tools = tools
         self.model = model
-        self.settings = settings
+        self.settings = own_copy(settings)
         self.streamed = False
         """True once a streaming model sent deltas for this call."""
         self.observers: list[Callable[[Any], None]] | None = None
@@ -115,7 +130,7 @@ class ToolBatch(Call):
 
 
 class ToolCall(Call):
-    """One tool call. A layer may change `args` before `call_next`."""
+    """One tool call. A layer may change `args` (this call's own copy, nested values too) before `call_next`."""
 
     __slots__ = ("_entered", "args", "id", "name", "raw_args", "tool")
     kind: ClassVar[str] = "tool"
@@ -123,7 +138,7 @@ class ToolCall(Call):
     def __init__(self, run: Run, request: ToolRequest, tool: Tool | None) -> None:
         self.run = run
         self.name = request.name
-        self.args = dict(request.args)
+        self.args = own_copy(request.args)
         self.id = request.id
         self.tool = tool
         self.raw_args = request.raw_args
