@@ -27,24 +27,28 @@ class CacheStore(Protocol):
 
 
 class MemoryStore:
-    """A bounded in-memory LRU (the default): the least recently used entry goes first."""
+    """A bounded in-memory LRU (the default): the least recently used entry goes first.
 
-    def __init__(self, max_entries: int = 1024) -> None:
+    `clock` (seconds, default `time.monotonic`) decides TTLs; tests pass a fake one.
+    """
+
+    def __init__(self, max_entries: int = 1024, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.max_entries = max_entries
+        self.clock = clock
         self._entries: OrderedDict[str, tuple[str, float]] = OrderedDict()
 
     async def get(self, key: str) -> str | None:
         entry = self._entries.get(key)
         if entry is None:
             return None
-        if entry[1] < time.monotonic():
+        if entry[1] < self.clock():
             del self._entries[key]
             return None
         self._entries.move_to_end(key)
         return entry[0]
 
     async def set(self, key: str, value: str, ttl: float | None) -> None:
-        self._entries[key] = (value, float("inf") if ttl is None else time.monotonic() + ttl)
+        self._entries[key] = (value, float("inf") if ttl is None else self.clock() + ttl)
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
@@ -59,15 +63,23 @@ class SQLiteStore:
     Queries run in a worker thread, so a lock held by another process (up
     to `busy_timeout` seconds) never blocks the event loop. Expired rows are
     deleted when read and by `purge()`. Close it with `close()` or use it
-    as a context manager.
+    as a context manager. `clock` (seconds since the epoch, default
+    `time.time`, as every process sharing the file must agree) decides TTLs.
     """
 
-    def __init__(self, path: str | Path, *, table: str = "onion_cache", busy_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        table: str = "onion_cache",
+        busy_timeout: float = 10.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         import sqlite3
 
         if not table.isidentifier():
             raise ValueError(f"SQLiteStore: table name {table!r} must be an identifier")
-        self.path, self.table = str(path), table
+        self.path, self.table, self.clock = str(path), table, clock
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=busy_timeout)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -80,7 +92,7 @@ class SQLiteStore:
         return await asyncio.to_thread(self._get, key)
 
     async def set(self, key: str, value: str, ttl: float | None) -> None:
-        expires = None if ttl is None else time.time() + ttl
+        expires = None if ttl is None else self.clock() + ttl
         await asyncio.to_thread(
             self._execute, f"INSERT OR REPLACE INTO {self.table} VALUES (?, ?, ?)", key, value, expires
         )
@@ -90,7 +102,7 @@ class SQLiteStore:
             row = self._db.execute(f"SELECT value, expires FROM {self.table} WHERE key = ?", (key,)).fetchone()
             if row is None:
                 return None
-            if row[1] is not None and row[1] < time.time():
+            if row[1] is not None and row[1] < self.clock():
                 self._db.execute(f"DELETE FROM {self.table} WHERE key = ?", (key,))
                 return None
             return str(row[0])
@@ -101,7 +113,7 @@ class SQLiteStore:
 
     def purge(self) -> int:
         """Delete expired rows; returns how many."""
-        return self._execute(f"DELETE FROM {self.table} WHERE expires < ?", time.time())
+        return self._execute(f"DELETE FROM {self.table} WHERE expires < ?", self.clock())
 
     def close(self) -> None:
         with self._lock:

@@ -411,19 +411,16 @@ async def test_cancelling_a_run_during_a_delayed_response_leaves_nothing_behind_
     before = asyncio.all_tasks()
 
     task = asyncio.ensure_future(agent.run("slow?"))
-    for _ in range(200):
-        if server.requests:
-            break
-        await asyncio.sleep(0.005)
-    assert len(server.requests) == 1
+    async with asyncio.timeout(10):
+        while not server.requests:  # the request reached the server, which holds its answer back
+            await asyncio.sleep(0.001)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
 
-    await asyncio.sleep(0.05)  # a retry, if any, would reach the server by now
+    assert asyncio.all_tasks() - before == set()  # nothing left that could send a retry later
     assert len(server.requests) == 1
     assert server.remaining == 1
-    assert asyncio.all_tasks() - before == set()
     assert [(r.__dict__["kind"], r.__dict__["outcome"]) for r in caplog.records] == [
         ("model", "cancelled"),
         ("run", "cancelled"),

@@ -12,7 +12,7 @@ from middleware import cache, retry
 from middleware.cache import MemoryStore, SQLiteStore, decode_response, encode_response, request_key
 from onion import Agent, Handler, Message, ModelCall, ModelResponse, Run, Tool, ToolCall, ToolRequest, Usage, tool
 from onion.errors import ServerError
-from onion.testing import FunctionModel, ScriptedModel, call
+from onion.testing import FakeTime, FunctionModel, ScriptedModel, call
 
 
 @tool
@@ -96,10 +96,14 @@ async def test_errors_are_never_cached() -> None:
 
 
 async def test_entries_expire_after_ttl() -> None:
-    model = counting_model()
-    agent = Agent(model).use(cache(ttl=0.02))
+    """With ttl=20, an entry is served for 20 s of the store's clock, then asked for again."""
+    fake, model = FakeTime(), counting_model()
+    agent = Agent(model).use(cache(ttl=20, store=MemoryStore(clock=fake.clock)))
     await agent.run("hi")
-    await asyncio.sleep(0.03)
+    fake.now += 19
+    await agent.run("hi")
+    assert len(model.requests) == 1
+    fake.now += 2
     await agent.run("hi")
     assert len(model.requests) == 2
 
@@ -122,18 +126,20 @@ async def test_memory_store_evicts_the_least_recently_used() -> None:
 
 
 async def test_sqlite_store_persists_across_instances_and_expires(tmp_path: Path) -> None:
-    path = tmp_path / "cache.db"
+    path, fake = tmp_path / "cache.db", FakeTime(1_000_000.0)
     model = counting_model()
     with SQLiteStore(path) as first:
         await Agent(model).use(cache(store=first)).run("hi")
-    reopened = SQLiteStore(path)
+    reopened = SQLiteStore(path, clock=fake.clock)
     result = await Agent(model).use(cache(store=reopened)).run("hi")
     assert len(model.requests) == 1 and result.output == "hello"
-    await reopened.set("old", "x", 0.001)
-    await asyncio.sleep(0.01)
+    await reopened.set("old", "x", 10)
+    fake.now += 9
+    assert await reopened.get("old") == "x"
+    fake.now += 2
     assert await reopened.get("old") is None
-    await reopened.set("older", "x", 0.001)
-    await asyncio.sleep(0.01)
+    await reopened.set("older", "x", 10)
+    fake.now += 11
     assert reopened.purge() == 1
     reopened.close()
 
@@ -142,25 +148,17 @@ async def test_sqlite_store_waits_for_another_process_lock_without_blocking_the_
     import sqlite3
 
     path = tmp_path / "locked.db"
-    with SQLiteStore(path, busy_timeout=2) as store:
+    with SQLiteStore(path, busy_timeout=30) as store:
         other = sqlite3.connect(path, isolation_level=None)
         other.execute("BEGIN IMMEDIATE")
-        ticks = 0
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0.01)
-
-        ticking = asyncio.create_task(ticker())
         writing = asyncio.create_task(store.set("k", "v", None))
-        await asyncio.sleep(0.15)
+        for _ in range(100):  # the loop goes on running while the write waits for the lock
+            await asyncio.sleep(0)
+        assert not writing.done()
         other.execute("COMMIT")
         await writing
-        ticking.cancel()
         other.close()
-        assert ticks >= 5 and await store.get("k") == "v"
+        assert await store.get("k") == "v"
 
 
 def test_sqlite_store_rejects_a_table_name_that_is_not_an_identifier(tmp_path: Path) -> None:

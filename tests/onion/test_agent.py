@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from typing import Annotated, Any
 
 import pytest
@@ -55,32 +54,44 @@ async def test_final_answer_without_tools_ends_the_run() -> None:
 
 
 async def test_tool_results_follow_their_calls_in_call_order() -> None:
+    """The first call finishes last (it waits for the second), yet its result comes first."""
+    second_done = asyncio.Event()
+    finished: list[str] = []
+
     @tool
-    async def slow_echo(text: str, delay: float) -> str:
-        await asyncio.sleep(delay)
+    async def echo(text: str) -> str:
+        if text == "first":
+            await second_done.wait()
+        else:
+            second_done.set()
+        finished.append(text)
         return text
 
-    script = [[call("slow_echo", text="first", delay=0.03), call("slow_echo", text="second", delay=0.0)], "ok"]
-    result = await Agent(ScriptedModel(script), tools=[slow_echo]).run("go")
+    script = [[call("echo", text="first"), call("echo", text="second")], "ok"]
+    result = await Agent(ScriptedModel(script), tools=[echo]).run("go")
+    assert finished == ["second", "first"]
     assert [m.text for m in result.messages if m.role == "tool"] == ["first", "second"]
     check_history(result.messages)
 
 
 async def test_batch_calls_run_concurrently() -> None:
+    """Three calls of one batch each wait until all three are running: only concurrent calls can finish."""
     running = 0
-    peak = 0
+    all_running = asyncio.Event()
 
     @tool
     async def busy() -> str:
-        nonlocal running, peak
+        nonlocal running
         running += 1
-        peak = max(peak, running)
-        await asyncio.sleep(0.01)
-        running -= 1
+        if running == 3:
+            all_running.set()
+        await all_running.wait()
         return "done"
 
-    await Agent(ScriptedModel([[call("busy"), call("busy"), call("busy")], "ok"]), tools=[busy]).run("go")
-    assert peak == 3
+    agent = Agent(ScriptedModel([[call("busy"), call("busy"), call("busy")], "ok"]), tools=[busy])
+    async with asyncio.timeout(10):
+        await agent.run("go")
+    assert running == 3
 
 
 async def test_parallel_tools_false_runs_calls_one_at_a_time() -> None:
@@ -89,7 +100,7 @@ async def test_parallel_tools_false_runs_calls_one_at_a_time() -> None:
     @tool
     async def step(name: str) -> str:
         order.append(f"start {name}")
-        await asyncio.sleep(0.001)
+        await asyncio.sleep(0)  # a parallel batch would start the next call here
         order.append(f"end {name}")
         return name
 
@@ -291,17 +302,24 @@ async def test_cancelling_a_run_cancels_its_tools_and_leaves_no_task() -> None:
 
 
 async def test_cancelled_run_stops_waiting_for_a_sync_tool() -> None:
+    """Cancelling a run ends it while its sync tool's thread is still blocked."""
+    started, release = threading.Event(), threading.Event()
+
     @tool
     def block() -> str:
-        time.sleep(0.2)
+        started.set()
+        release.wait(10)
         return "late"
 
     agent = Agent(ScriptedModel([[call("block")], "ok"]), tools=[block])
-    started = time.perf_counter()
-    with pytest.raises(TimeoutError):
-        async with asyncio.timeout(0.02):
-            await agent.run("go")
-    assert time.perf_counter() - started < 0.15
+    task = asyncio.ensure_future(agent.run("go"))
+    try:
+        await asyncio.to_thread(started.wait, 10)
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=10)
+        assert task in done and task.cancelled() and not release.is_set()
+    finally:
+        release.set()
 
 
 def test_run_sync_runs_without_a_loop_and_refuses_inside_one() -> None:
