@@ -9,9 +9,9 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from onion import Handler, ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
+from onion import Handler, Message, ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
 
-from .patterns import SECRETS, scrub
+from .patterns import BUILTIN, scrub, scrub_value
 
 
 class log:
@@ -23,14 +23,16 @@ class log:
     `"cancelled"`), `duration_ms`, `run_id`, `input_tokens`,
     `output_tokens`, `error` and, when `payloads` is true, `payload`.
 
-    Secrets (API keys, Authorization headers and bearer tokens, `api_key=`
-    style assignments: `middleware.patterns.SECRETS`, plus `patterns`) are
-    scrubbed from every payload and error text before truncation to
+    Secrets and personal data (the one set `redact` uses too,
+    `middleware.patterns.BUILTIN`: API keys, bearer tokens, `api_key=` style
+    assignments, private keys, e-mail addresses, card numbers; plus
+    `patterns`) are scrubbed from every text before it is quoted or escaped
+    into the payload, and from error texts, then the line is truncated to
     `max_chars` (`None`: no limit). `logger` is a `logging.Logger`, a logger
     name, or `None` for the `"onion"` logger.
     """
 
-    __slots__ = ("error_level", "level", "logger", "max_chars", "patterns", "payloads")
+    __slots__ = ("_encode", "error_level", "level", "logger", "max_chars", "patterns", "payloads")
 
     def __init__(
         self,
@@ -48,7 +50,8 @@ class log:
         self.payloads = payloads
         self.max_chars = max_chars
         extra = tuple(re.compile(p) if isinstance(p, str) else p for p in patterns)
-        self.patterns: tuple[re.Pattern[str], ...] = SECRETS + extra
+        self.patterns: tuple[re.Pattern[str], ...] = BUILTIN + extra
+        self._encode = json.JSONEncoder(default=self._repr, ensure_ascii=False).encode
 
     async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
         return await self._logged(run, call_next, run.agent.name)  # type: ignore[no-any-return]
@@ -98,10 +101,10 @@ class log:
             if isinstance(result, ModelResponse) and result.cached:
                 message += " cached"
         if error is not None:
-            fields["error"] = self._clean(f"{type(error).__name__}: {error}")
+            fields["error"] = self._truncated(scrub(f"{type(error).__name__}: {error}", self.patterns))
             message += f" {fields['error']}"
         if self.payloads:
-            fields["payload"] = payload = self._clean(_payload(ctx, result))
+            fields["payload"] = payload = self._truncated(self._payload(ctx, result))
             message += f" {payload}"
         logger = self.logger
         if type(logger)._log is not _STDLIB_LOG or type(logger).findCaller is not _STDLIB_FIND_CALLER:
@@ -111,8 +114,33 @@ class log:
         path, line, function = _WHERE
         logger.handle(logger.makeRecord(logger.name, level, path, line, "%s", (message,), None, function, fields))
 
-    def _clean(self, text: str) -> str:
-        text = scrub(text, self.patterns)
+    def _payload(self, ctx: Any, result: Any) -> str:
+        """What went in and what came out, as one line; every text is scrubbed before it is quoted or escaped."""
+        scrubbed, encode = self._scrubbed, self._encode
+        if isinstance(ctx, ToolCall):
+            sent = encode(scrubbed(ctx.args))
+            return f"args={sent} -> {scrubbed(result.content)!r}" if isinstance(result, ToolResult) else f"args={sent}"
+        if isinstance(ctx, ModelCall):
+            last = scrubbed(ctx.messages[-1].text if ctx.messages else "")
+            if not isinstance(result, ModelResponse):
+                return f"last={last!r}"
+            calls = [f"{c.name}({encode(scrubbed(c.args))})" for c in result.tool_calls]
+            return f"last={last!r} -> {scrubbed(result.text)!r}" + (f" tools={calls}" if calls else "")
+        if isinstance(ctx, Run):
+            sent = f"input={scrubbed(_text_of(ctx.input))!r}"
+            return sent + (f" -> {scrubbed(result.output)!r}" if isinstance(result, RunResult) else "")
+        if isinstance(result, list):
+            return f"results={[scrubbed(r.content) for r in result if isinstance(r, ToolResult)]!r}"
+        return ""
+
+    def _scrubbed(self, value: Any) -> Any:
+        return scrub_value(value, self.patterns)
+
+    def _repr(self, value: Any) -> str:
+        """What JSON cannot hold, shown by its scrubbed `repr`."""
+        return scrub(repr(value), self.patterns)
+
+    def _truncated(self, text: str) -> str:
         if self.max_chars is not None and len(text) > self.max_chars:
             text = text[: self.max_chars] + f"...(+{len(text) - self.max_chars} chars)"
         return text
@@ -123,22 +151,11 @@ _STDLIB_FIND_CALLER = logging.Logger.findCaller
 _WHERE = (log._record.__code__.co_filename, log._record.__code__.co_firstlineno, log._record.__name__)
 """The `pathname`, `lineno` and `funcName` of every record (where the stdlib's `findCaller` would point)."""
 
-_json = json.JSONEncoder(default=repr, ensure_ascii=False).encode
 
-
-def _payload(ctx: Any, result: Any) -> str:
-    """What went in and what came out, as one line of text."""
-    if isinstance(ctx, ToolCall):
-        sent = _json(ctx.args)
-        return f"args={sent} -> {result.content!r}" if isinstance(result, ToolResult) else f"args={sent}"
-    if isinstance(ctx, ModelCall):
-        last = ctx.messages[-1].text if ctx.messages else ""
-        if not isinstance(result, ModelResponse):
-            return f"last={last!r}"
-        calls = [f"{c.name}({_json(c.args)})" for c in result.tool_calls]
-        return f"last={last!r} -> {result.text!r}" + (f" tools={calls}" if calls else "")
-    if isinstance(ctx, Run):
-        return f"input={ctx.input!r}" + (f" -> {result.output!r}" if isinstance(result, RunResult) else "")
-    if isinstance(result, list):
-        return f"results={[r.content for r in result if isinstance(r, ToolResult)]!r}"
-    return ""
+def _text_of(input: Any) -> Any:
+    """A run's input as text: a message's text, a list of messages' texts."""
+    if isinstance(input, Message):
+        return input.text
+    if isinstance(input, list | tuple):
+        return [_text_of(item) for item in input]
+    return input if isinstance(input, str) else repr(input)

@@ -1,88 +1,167 @@
-"""Compiled patterns for secrets and personal data, shared by `redact` and `log`.
+"""The one set of patterns for secrets and personal data, shared by `redact` and `log`.
 
-Each matches the secret itself, so `PATTERN.sub("[REDACTED]", text)` hides it.
-`API_KEY`, `BEARER` and `SECRET_ASSIGNMENT` match secrets (grouped in
-`SECRETS`; `scrub(text)` replaces them all); `EMAIL` and `CARD_NUMBER` match
-personal data. `CARD_NUMBER` matches any run of 13 to 19 digits (spaces or
-dashes allowed); confirm a match with `luhn_valid` before treating it as a
-card number.
+Each matches the secret itself, so `PATTERN.sub("[REDACTED]", text)` hides
+it; `scrub(text)` applies them all (`BUILTIN`), keeping the name of a
+`SECRET_ASSIGNMENT` and leaving digit runs that fail the Luhn check alone.
+`SECRETS` are credentials (`PRIVATE_KEY`, `SECRET_ASSIGNMENT`, `API_KEY`,
+`BEARER`); `PERSONAL` is personal data (`EMAIL`, `CARD_NUMBER`).
+
+Every pattern runs in time linear in the text: each can only start where a
+run of the characters it consumes starts (or at a fixed prefix), and no two
+quantifiers compete for the same characters, so megabytes of adversarial
+text (runs of `a`, `@`, `.`, `=`, digits) take milliseconds. Keys are found
+after escapes too (`\\nsk-...` in JSON or `repr` text).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
-EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
-"""An e-mail address."""
+_KEY_START = r"(?:(?<![A-Za-z0-9].)|(?<=\\[nrtbf].))"
+"""Checked after a key's first character: the key does not start inside a word, or starts right after an
+escape such as `\\n` (`_` joins words, so it may precede). After, not before, so the regex engine can
+skip ahead to the characters a key can start with.
+"""
+
+EMAIL = re.compile(r"(?<![\w.%+-])[\w.%+-]+@[\w-]+(?:\.[\w-]+)*\.[^\W\d_]{2,}(?![\w-])")
+"""An e-mail address, non-ASCII ones included (`josé@correo.es`, `用户@例子.广告`)."""
 
 API_KEY = re.compile(
-    r"\b(?:"
-    r"sk-ant-[A-Za-z0-9_-]{8,}"  # Anthropic
-    r"|sk-(?:proj-|svcacct-|admin-|live-|test-)?[A-Za-z0-9_-]{16,}"  # OpenAI, Stripe-style secret keys
-    r"|(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"  # Stripe keys
-    r"|AKIA[0-9A-Z]{16}"  # AWS access key id
-    r"|AIza[0-9A-Za-z_-]{35}"  # Google API key
-    r"|(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"  # GitHub tokens
-    r"|xox[abposr]-[A-Za-z0-9-]{10,}"  # Slack tokens
-    r")"
+    r"s" + _KEY_START + r"k(?:-ant-[A-Za-z0-9_-]{8,}"  # Anthropic
+    r"|-(?:proj-|svcacct-|admin-|live-|test-)?[A-Za-z0-9_-]{16,}"  # OpenAI, Stripe-style secret keys
+    r"|_(?:live|test)_[A-Za-z0-9]{16,})"  # Stripe secret keys
+    r"|p" + _KEY_START + r"k_(?:live|test)_[A-Za-z0-9]{16,}"  # Stripe publishable keys
+    r"|r" + _KEY_START + r"k_(?:live|test)_[A-Za-z0-9]{16,}"  # Stripe restricted keys
+    r"|A" + _KEY_START + r"(?:KIA[0-9A-Z]{16}|Iza[0-9A-Za-z_-]{35})"  # AWS access key id, Google API key
+    r"|g" + _KEY_START + r"(?:h[opusr]_[A-Za-z0-9]{30,}|ithub_pat_[A-Za-z0-9_]{30,})"  # GitHub tokens
+    r"|x" + _KEY_START + r"ox[abposr]-[A-Za-z0-9-]{10,}"  # Slack tokens
 )
 """An API key or token in one of the well-known vendor formats."""
 
-BEARER = re.compile(r"(?i)\b(?:authorization\s*[:=]\s*[\"']?\s*)?(?:bearer|basic)\s+[A-Za-z0-9._~+/-]{8,}=*")
+BEARER = re.compile(
+    r"(?:[Aa]" + _KEY_START + r"(?i:uthorization)\s*+[:=]\s*+[\"']?\s*+(?i:bearer|basic)"
+    r"|[Bb]" + _KEY_START + r"(?i:earer|asic))\s++[A-Za-z0-9._~+/-]{8,}+=*"
+)
 """A bearer (or basic) credential, with its `Authorization:` header name when present."""
 
+_SECRET_WORDS = r"api[_-]?key|secret|password|passwd|access[_-]?token|auth[_-]?token|authorization|private[_-]?key"
+
+SECRET_NAME = re.compile(r"(?i)" + _SECRET_WORDS)
+"""Found in the name of a setting, field or header whose value is a secret (`api_key`, `X-Auth-Token`)."""
+
 SECRET_ASSIGNMENT = re.compile(
-    r"(?i)([\"']?\b[\w-]*(?:api[_-]?key|secret|password|passwd|access[_-]?token|auth[_-]?token|"
-    r"authorization|x-api-key|private[_-]?key)[\"']?\s*[:=]\s*)"
-    r"((?:(?:bearer|basic|token)\s+)?(?:\"[^\"]*\"|'[^']*'|[^\s,;}&]+))"
+    r"((?<![\w-])(?=[\w-]++(?:\\?[\"'])?\s*+[:=])(?=[\w-]*?(?i:"
+    + _SECRET_WORDS
+    + r"))[\w-]++(?:\\?[\"'])?\s*+[:=]\s*+)"
+    r"((?:(?i:bearer|basic|token)\s++)?(?:\"[^\"]*+\"|'[^']*+'|[^\s,;}&]++))"
 )
-"""`api_key=...`, `"password": "..."`, `Authorization: ...`: group 1 is the name, group 2 the value."""
+"""`api_key=...`, `"password": "..."`, `Authorization: ...`: group 1 is the name, group 2 the value.
 
-CARD_NUMBER = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
-"""A candidate payment-card number: 13 to 19 digits; check it with `luhn_valid`."""
+A name is a whole word (letters, digits, `_`, `-`) holding one of the secret words.
+"""
 
-SECRETS: tuple[re.Pattern[str], ...] = (SECRET_ASSIGNMENT, API_KEY, BEARER)
-"""Every secret pattern, in the order `scrub` applies them."""
+PRIVATE_KEY = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*?PRIVATE KEY-----"
+    r"(?:(?:[^-]|-(?!----))*+-----END [A-Z0-9 ]*?PRIVATE KEY-----|[A-Za-z0-9+/=\s\\]*+)"
+)
+"""A PEM private key block (the key body alone when its `END` line is missing)."""
+
+CARD_NUMBER = re.compile(r"[0-9](?<![0-9-][0-9])(?:[ \-.\u00a0\u2007\u202f]?[0-9]){12,18}(?![0-9-])")
+"""A candidate payment-card number: 13 to 19 digits, single spaces (no-break ones too), dashes or dots between.
+
+`scrub` replaces only those passing `luhn_valid`.
+"""
+
+SECRETS: tuple[re.Pattern[str], ...] = (PRIVATE_KEY, SECRET_ASSIGNMENT, API_KEY, BEARER)
+"""Every credential pattern, in the order `scrub` applies them."""
+
+PERSONAL: tuple[re.Pattern[str], ...] = (EMAIL, CARD_NUMBER)
+"""Personal data: e-mail addresses and card numbers."""
+
+BUILTIN: tuple[re.Pattern[str], ...] = SECRETS + PERSONAL
+"""The one built-in set `redact` and `log` both apply."""
 
 REDACTED = "[REDACTED]"
 
 
-_CLUES: dict[re.Pattern[str], re.Pattern[str]] = {
-    SECRET_ASSIGNMENT: re.compile(r"(?:api|secret|passw|token|auth|private)[^:=]*[:=]"),
-    API_KEY: re.compile(r"sk-|sk_|pk_|rk_|akia|aiza|ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|xox"),
-    BEARER: re.compile(r"bearer|basic"),
+_CLUES: dict[re.Pattern[str], Callable[[str], object]] = {
+    PRIVATE_KEY: lambda lowered: "private key-----" in lowered,
+    SECRET_ASSIGNMENT: re.compile(r"api|secret|passw|token|auth|private").search,
+    API_KEY: re.compile(r"sk-|sk_|pk_|rk_|akia|aiza|ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|xox").search,
+    BEARER: re.compile(r"bearer|basic").search,
+    EMAIL: lambda lowered: "@" in lowered,
 }
-"""What text must contain, once lowercased, for each secret pattern to match in it.
+"""What text must contain, once lowercased, for each pattern to match in it.
 
 A far cheaper scan than the pattern's own; only sound on ASCII text (with
 `(?i)`, U+017F (long s) matches `s` and U+212A (Kelvin sign) `k`).
 """
 
 
-def scrub(text: str, patterns: Iterable[re.Pattern[str]] = SECRETS, replacement: str = REDACTED) -> str:
-    """`text` with every match of `patterns` replaced; a `SECRET_ASSIGNMENT` keeps its name.
+def _keep_name(replacement: str) -> Callable[[re.Match[str]], str]:
+    return lambda match: match.group(1) + replacement
 
-    The shared secret patterns are skipped on ASCII text that lacks what
-    any match of them must contain; other patterns always run.
+
+def _if_luhn_valid(replacement: str) -> Callable[[re.Match[str]], str]:
+    return lambda match: replacement if luhn_valid(match.group()) else match.group()
+
+
+_REPLACERS: dict[re.Pattern[str], Callable[[str], Callable[[re.Match[str]], str]]] = {
+    SECRET_ASSIGNMENT: _keep_name,
+    CARD_NUMBER: _if_luhn_valid,
+}
+
+
+def scrub(text: str, patterns: Iterable[re.Pattern[str]] = BUILTIN, replacement: str = REDACTED) -> str:
+    """`text` with every match of `patterns` replaced by `replacement`.
+
+    A `SECRET_ASSIGNMENT` keeps its name (`api_key=[REDACTED]`); a
+    `CARD_NUMBER` match is replaced only when it passes `luhn_valid`. The
+    built-in patterns are skipped on ASCII text that lacks what any match of
+    them must contain; other patterns always run.
     """
     lowered = text.lower() if text.isascii() else None
     for pattern in patterns:
         if lowered is not None and not _may_match(pattern, lowered):
             continue
-        if pattern is SECRET_ASSIGNMENT:
-            scrubbed = pattern.sub(lambda match: match.group(1) + replacement, text)
-        else:
-            scrubbed = pattern.sub(replacement, text)
+        replacer = _REPLACERS.get(pattern)
+        scrubbed = pattern.sub(replacement if replacer is None else replacer(replacement), text)
         if scrubbed is not text:
             text = scrubbed
             lowered = text.lower() if text.isascii() else None
     return text
 
 
+def scrub_value(value: Any, patterns: Sequence[re.Pattern[str]] = BUILTIN, replacement: str = REDACTED) -> Any:
+    """`value` (JSON-like data: dicts, lists, tuples, strings) with every string scrubbed.
+
+    A value under a key matching `SECRET_NAME` (`{"password": ...}`) is
+    replaced whole. Containers are rebuilt (dicts and lists; tuples become
+    lists); other values are returned as they are.
+    """
+    if isinstance(value, str):
+        return scrub(value, patterns, replacement)
+    if isinstance(value, dict):
+        return {
+            key: replacement
+            if isinstance(key, str) and SECRET_NAME.search(key) and item
+            else scrub_value(item, patterns, replacement)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [scrub_value(item, patterns, replacement) for item in value]
+    return value
+
+
 def _may_match(pattern: re.Pattern[str], lowered: str) -> bool:
     clue = _CLUES.get(pattern)
-    return clue is None or clue.search(lowered) is not None
+    if clue is None:
+        return True
+    if pattern is SECRET_ASSIGNMENT and ":" not in lowered and "=" not in lowered:
+        return False
+    return bool(clue(lowered))
 
 
 def luhn_valid(candidate: str) -> bool:
@@ -103,11 +182,16 @@ def luhn_valid(candidate: str) -> bool:
 __all__ = [
     "API_KEY",
     "BEARER",
+    "BUILTIN",
     "CARD_NUMBER",
     "EMAIL",
+    "PERSONAL",
+    "PRIVATE_KEY",
     "REDACTED",
     "SECRETS",
     "SECRET_ASSIGNMENT",
+    "SECRET_NAME",
     "luhn_valid",
     "scrub",
+    "scrub_value",
 ]

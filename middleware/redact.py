@@ -10,7 +10,7 @@ from typing import Any
 
 from onion import Handler, Message, ModelCall, ModelResponse, Run, RunResult, ToolCall, ToolRequest, ToolResult
 
-from .patterns import API_KEY, BEARER, CARD_NUMBER, EMAIL, luhn_valid
+from .patterns import BUILTIN, SECRET_NAME, luhn_valid, scrub
 
 __all__ = ["luhn_valid", "redact"]
 
@@ -23,9 +23,12 @@ class redact:
 
     Each pattern is a regex (a string or a compiled pattern; every match
     becomes `replacement`) or a callable `str -> str`. Unless
-    `builtin=False`, e-mail addresses, bearer credentials, API keys in the
-    well-known vendor formats and card numbers (digit runs passing the Luhn
-    check, so ordinary numbers survive) are redacted first.
+    `builtin=False`, the one built-in set `log` uses too
+    (`middleware.patterns.BUILTIN`: API keys in the well-known vendor
+    formats, bearer credentials, `password: ...` style assignments, PEM
+    private keys, e-mail addresses and card numbers passing the Luhn check,
+    so ordinary numbers survive) is applied first. Tool-call arguments under
+    a secret-looking key (`{"api_key": ...}`) are replaced whole.
 
     Applied to: the run's `input` as the layers inside see it (restored when
     the run ends), the texts and tool-call arguments of every message a model
@@ -38,7 +41,7 @@ class redact:
     gets a fresh pass when its `text` or `tool_calls` is reassigned.
     """
 
-    __slots__ = ("key", "replacement", "responses", "rules", "tool_results")
+    __slots__ = ("builtin", "key", "replacement", "responses", "rules", "tool_results")
 
     def __init__(
         self,
@@ -52,9 +55,9 @@ class redact:
         self.responses = responses
         self.tool_results = tool_results
         self.rules: list[Rule] = []
+        self.builtin = builtin
         if builtin:
-            self.rules += [partial(p.sub, replacement) for p in (BEARER, API_KEY, EMAIL)]
-            self.rules.append(partial(CARD_NUMBER.sub, self._card))
+            self.rules.append(partial(scrub, patterns=BUILTIN, replacement=replacement))
         for pattern in patterns:
             if isinstance(pattern, str | re.Pattern):
                 self.rules.append(partial(re.compile(pattern).sub, replacement))
@@ -66,9 +69,6 @@ class redact:
             raise TypeError("redact(builtin=False) needs at least one pattern or callable to apply")
         self.key = f"redact:{id(self):x}"
 
-    def _card(self, match: re.Match[str]) -> str:
-        return self.replacement if luhn_valid(match.group()) else match.group()
-
     def text(self, text: str) -> str:
         """`text` with every rule applied."""
         for rule in self.rules:
@@ -79,7 +79,12 @@ class redact:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {key: self._value(item) for key, item in value.items()}
+            return {
+                key: self.replacement
+                if self.builtin and isinstance(key, str) and item and SECRET_NAME.search(key)
+                else self._value(item)
+                for key, item in value.items()
+            }
         if isinstance(value, list | tuple):
             return [self._value(item) for item in value]
         return value

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -147,3 +148,29 @@ async def test_records_point_at_the_log_layer_and_a_custom_logger_class_is_still
     by_logger = {r.name: r for r in handler.records if r.kind == "run"}  # type: ignore[attr-defined]
     assert by_logger["plain"].pathname.endswith("log.py") and by_logger["plain"].funcName == "_record"
     assert by_logger["tagging"].getMessage().startswith("tagged run")
+
+
+async def test_keys_after_newlines_tabs_quotes_and_in_nested_json_never_reach_the_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Payloads are scrubbed before `repr` or JSON escapes them: `\\nsk-...` is not logged, in any field."""
+    caplog.set_level(logging.INFO, logger="onion")
+    keys = ["sk-ant-api03-" + "Ab1_" * 6, "sk-proj-" + "Cd2-" * 6, "AKIA" + "IOSFODNN7EXAMPLE", "ghp_" + "Gh4i" * 9]
+    texts = [
+        variant
+        for key in keys
+        for variant in (f"a\n{key}", f"b\t{key}", f'"{key}"', json.dumps({"cfg": {"env": f"X=1\n{key}"}}))
+    ]
+    arguments = {"text": texts[0], "nested": {"deeper": [texts[1], texts[3]]}, "password": "hunter2hunter2"}
+    model = ScriptedModel([[call("echo", **arguments)], "\n".join(texts)])
+
+    @tool
+    def echo(text: str, nested: dict[str, Any], password: str) -> str:
+        """Echo everything back."""
+        return json.dumps({"text": text, "nested": nested, "all": texts})
+
+    await Agent(model, tools=[echo]).use(log(max_chars=None)).run("\n".join(texts))
+    logged = caplog.text + " ".join(str(r.__dict__) for r in caplog.records)
+    for key in keys:
+        assert key[8:] not in logged
+    assert "hunter2hunter2" not in logged

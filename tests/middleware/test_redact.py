@@ -147,3 +147,14 @@ async def test_layers_inside_see_the_run_input_redacted_and_it_is_restored_after
     assert seen[1] == question
     assert seen[2] == [Message.user("mail [REDACTED], card [REDACTED]")]
     assert seen[3] == [Message.user(question)]
+
+
+async def test_redact_hides_what_log_hides_passwords_pem_keys_and_cards_with_no_break_spaces() -> None:
+    """One pattern set for both layers: `password: ...`, secret-named arguments, PEM keys, `4111\\u00a01111...`."""
+    pem = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----"
+    model = ScriptedModel([[call("lookup", name="x", api_key="k-123456")], "ok"])
+    agent = Agent(model, tools=[lookup]).use(redact)
+    await agent.run(f"password: hunter2, card 4111\u00a01111\u00a01111\u00a01111, mail josé@correo.es\n{pem}")
+    (user,) = sent(model, 0)
+    assert user == "password: [REDACTED], card [REDACTED], mail [REDACTED]\n[REDACTED]"
+    assert model.requests[1].messages[1].tool_calls[0].args == {"name": "x", "api_key": "[REDACTED]"}
