@@ -1,11 +1,13 @@
-"""`python -m onion demo`: run the example agent offline."""
+"""`python -m onion demo`: run the example agent offline. `python -m onion runs`: the runs a store holds."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+from pathlib import Path
 
 from ._demo import main
+from ._runs_cli import list_runs, show_run
 
 
 def cli() -> None:
@@ -13,8 +15,19 @@ def cli() -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run an example agent and show every layer it passes through")
     demo.add_argument("--model", help='a real model, e.g. "anthropic:claude-sonnet-5-5" (needs its API key)')
+    runs = commands.add_parser("runs", help="list the runs in a store (id, status, pending calls, age)")
+    runs.add_argument("--db", type=Path, default=Path("onion.db"), help="the SQLite store (default: onion.db)")
+    actions = runs.add_subparsers(dest="action")
+    show = actions.add_parser("show", help="print one run: its history and pending calls, secrets redacted")
+    show.add_argument("run_id")
+    show.add_argument("--db", type=Path, default=argparse.SUPPRESS, help="the SQLite store (default: onion.db)")
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.model))
+    if arguments.command == "demo":
+        asyncio.run(main(arguments.model))
+    elif arguments.action == "show":
+        print(asyncio.run(show_run(arguments.db, arguments.run_id)))
+    else:
+        print(asyncio.run(list_runs(arguments.db)))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,82 @@
+"""`python -m onion runs`: operators list a store's runs and look into one, secrets redacted."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from onion import Agent, ToolCall, tool
+from onion._runs_cli import list_runs, show_run
+from onion.stores import SQLiteStore
+from onion.testing import ScriptedModel, call
+
+KEY = "sk-ant-abcdefghijklmnop1234"
+
+
+class Crash(BaseException):
+    """The worker dies."""
+
+
+@tool
+def send(to: str, api_key: str) -> str:
+    return "sent"
+
+
+async def crash(call_: ToolCall, call_next: Any) -> Any:
+    await call_next(call_)
+    raise Crash
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> Path:
+    """A store with a completed run on a session and a run whose worker died inside a tool."""
+    path = tmp_path / "onion.db"
+    async with SQLiteStore(path) as store:
+        await Agent(ScriptedModel(["hello"]), store=store).run(f"my key is {KEY}", session="user-42")
+        worker = Agent(ScriptedModel([[call("send", to="bob", api_key=KEY)]]), tools=[send], store=store)
+        with pytest.raises(Crash):
+            await worker.use(crash).run("send it")
+    return path
+
+
+async def test_runs_lists_id_status_pending_calls_and_age(db: Path) -> None:
+    """One line per run, newest first: the failed run shows its one call without a result."""
+    lines = (await list_runs(db)).splitlines()
+    assert lines[0].split() == ["RUN", "STATUS", "PENDING", "AGE", "AGENT", "SESSION"]
+    failed, completed = (line.split() for line in lines[1:])
+    assert failed[1:3] == ["failed", "1"] and completed[1:3] == ["completed", "0"] and completed[-1] == "user-42"
+
+
+async def test_runs_show_prints_history_and_pending_calls_with_secrets_redacted(db: Path) -> None:
+    """The history and the call in doubt are shown; the API key in the input and in the arguments is not."""
+    failed_id = (await list_runs(db)).splitlines()[1].split()[0]
+    shown = await show_run(db, failed_id)
+    assert KEY not in shown and "[REDACTED]" in shown
+    assert "pending calls (1)" in shown and "send(" in shown and "in doubt" in shown
+    completed_id = (await list_runs(db)).splitlines()[2].split()[0]
+    shown = await show_run(db, completed_id)
+    assert KEY not in shown and "my key is [REDACTED]" in shown and "session  user-42" in shown
+
+
+async def test_a_missing_store_is_named() -> None:
+    """A --db path with no file is an error naming it (no empty store is created)."""
+    with pytest.raises(SystemExit, match=r"no store at nope\.db"):
+        await list_runs(Path("nope.db"))
+    assert not Path("nope.db").exists()
+
+
+def test_the_cli_runs_as_a_module(db: Path) -> None:
+    """`python -m onion runs --db PATH` prints the table; `runs show ID --db PATH` one run."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "onion", "runs", "--db", str(db)], capture_output=True, text=True, timeout=60
+    )
+    assert listed.returncode == 0 and "completed" in listed.stdout, listed.stderr
+    run_id = listed.stdout.splitlines()[1].split()[0]
+    shown = subprocess.run(
+        [sys.executable, "-m", "onion", "runs", "show", run_id, "--db", str(db)], capture_output=True, text=True
+    )
+    assert shown.returncode == 0 and f"run      {run_id}" in shown.stdout and KEY not in shown.stdout
