@@ -14,7 +14,7 @@ from typing import Any
 from .._calls import ModelCall, ModelResponse
 from .._events import TextDelta, ToolCallStarted
 from .._messages import Message, ToolRequest, Usage
-from ..errors import ConnectionLostError
+from ..errors import ResponseFormatError
 from ._tool_arguments import tool_request
 
 STOP_REASONS = {"end_turn": "end", "tool_use": "tool_use", "max_tokens": "max_tokens", "stop_sequence": "stop_sequence"}
@@ -194,7 +194,10 @@ class AnthropicStreamReader:
 
     def finish(self) -> ModelResponse:
         if not self._stopped:
-            raise ConnectionLostError("the anthropic stream ended before message_stop", provider="anthropic")
+            raise ResponseFormatError(
+                "the anthropic stream ended cleanly before message_stop: truncated",
+                provider="anthropic",
+            )
         text: list[str] = []
         calls: list[ToolRequest] = []
         thinking: list[dict[str, Any]] = []

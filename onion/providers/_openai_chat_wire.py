@@ -14,7 +14,7 @@ from typing import Any
 from .._calls import ModelCall, ModelResponse
 from .._events import TextDelta, ToolCallStarted
 from .._messages import Message, Usage
-from ..errors import ConnectionLostError
+from ..errors import ResponseFormatError
 from ._tool_arguments import arguments_json, tool_request, tool_result_text
 
 STOP_REASONS = {"stop": "end", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens"}
@@ -132,7 +132,10 @@ class ChatStreamReader:
 
     def finish(self) -> ModelResponse:
         if self._finish is None:
-            raise ConnectionLostError("the openai stream ended before a finish_reason", provider="openai")
+            raise ResponseFormatError(
+                "the openai stream ended cleanly before a finish_reason: truncated",
+                provider="openai",
+            )
         calls = [tool_request(c["id"], c["name"], c["arguments"]) for _, c in sorted(self._calls.items())]
         reply = Message.assistant("".join(self._text), calls)
         return ModelResponse(reply, self._usage, STOP_REASONS.get(self._finish, self._finish), model=self._model)

@@ -16,7 +16,7 @@ from typing import Any
 from .._calls import ModelCall, ModelResponse
 from .._events import TextDelta, ToolCallStarted
 from .._messages import Message, ToolRequest, Usage
-from ..errors import ConnectionLostError
+from ..errors import ResponseFormatError
 from ._errors import from_error_type
 from ._tool_arguments import arguments_json, tool_request, tool_result_text
 
@@ -183,7 +183,10 @@ class ResponsesStreamReader:
 
     def finish(self) -> ModelResponse:
         if self._final is None:
-            raise ConnectionLostError("the openai stream ended before response.completed", provider="openai")
+            raise ResponseFormatError(
+                "the openai stream ended cleanly before response.completed: truncated",
+                provider="openai",
+            )
         output = [item for _, item in sorted(self._items.items())] or list(_field(self._final, "output") or ())
         response = read_response(self._final, output)
         response.raw = self._final

@@ -35,7 +35,11 @@ class StreamReader(Protocol):
         ...
 
     def finish(self) -> ModelResponse:
-        """The assembled response; raises `ConnectionLostError` if the stream ended early."""
+        """The assembled response; raises `ResponseFormatError` if the stream ended before its final event.
+
+        A connection that dropped raised `ConnectionLostError` before this is called; a body that
+        ended cleanly but early is a malformed response (both are retryable).
+        """
         ...
 
 
@@ -54,6 +58,8 @@ class ProviderModel(ABC):
 
     provider: ClassVar[str]
     """The SDK's import name, which is also the `ModelError.provider` value."""
+    required_fields: ClassVar[tuple[str, ...]]
+    """Top-level fields of a whole (not streamed) response that onion reads; a response without one is named."""
 
     def __init__(
         self,
@@ -109,6 +115,10 @@ class ProviderModel(ABC):
             if mapped is None or mapped is error:
                 raise
             raise mapped from error
+        missing = next((field for field in self.required_fields if getattr(raw, field, None) is None), None)
+        if missing is not None:
+            message = f"{self.provider} sent a response without its `{missing}` field; it begins: {_start(raw)}"
+            raise ResponseFormatError(message, provider=self.provider)
         return self._read(self._response, raw)
 
     async def stream(self, call: ModelCall) -> AsyncIterator[Any]:
@@ -135,6 +145,8 @@ class ProviderModel(ABC):
             return reader(*args)
         except (AttributeError, KeyError, IndexError, TypeError, ValueError) as error:
             message = f"{self.provider} sent a response onion cannot read: {type(error).__name__}: {error}"
+            if args:
+                message += f"; it begins: {_start(args[0])}"
             raise ResponseFormatError(message, provider=self.provider) from error
 
     @abstractmethod
@@ -182,3 +194,14 @@ class ProviderModel(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
+
+
+def _start(raw: Any, limit: int = 200) -> str:
+    """The first `limit` characters of a response as JSON, secrets redacted, for error messages."""
+    from middleware.patterns import scrub
+
+    try:
+        text = raw.to_json(indent=None) if hasattr(raw, "to_json") else repr(raw)
+    except Exception:
+        text = repr(raw)
+    return repr(scrub(text[:limit]) + ("..." if len(text) > limit else ""))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._calls import ModelCall, ModelResponse
+from ..errors import AuthenticationError
 from ._anthropic_wire import AnthropicStreamReader, read_response, request_params
 from ._provider_model import ProviderModel, StreamReader
 
@@ -32,6 +33,7 @@ class AnthropicModel(ProviderModel):
     """
 
     provider = "anthropic"
+    required_fields = ("content", "usage")
 
     def __init__(
         self,
@@ -49,7 +51,14 @@ class AnthropicModel(ProviderModel):
     def _build_client(self, options: dict[str, Any]) -> Any:
         from anthropic import AsyncAnthropic
 
-        return AsyncAnthropic(**options)
+        client = AsyncAnthropic(**options)
+        if client.api_key is None and client.auth_token is None and getattr(client, "credentials", None) is None:
+            raise AuthenticationError(
+                "no Anthropic credentials: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN), "
+                "or pass AnthropicModel(api_key=...) or client=",
+                provider=self.provider,
+            )
+        return client
 
     def _params(self, call: ModelCall) -> dict[str, Any]:
         return request_params(call, self.name, self.max_tokens)

@@ -38,6 +38,7 @@ class OpenAIChatModel(ProviderModel):
     """
 
     provider = "openai"
+    required_fields = ("choices",)
 
     def __init__(
         self,

@@ -31,6 +31,7 @@ class OpenAIResponsesModel(ProviderModel):
     """
 
     provider = "openai"
+    required_fields = ("output",)
 
     def __init__(
         self,

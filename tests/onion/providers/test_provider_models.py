@@ -5,11 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 
 from onion import Agent
-from onion.errors import AuthenticationError
+from onion.errors import AuthenticationError, ResponseFormatError
 from onion.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
 from onion.testing import FakeProviderServer
 
@@ -64,6 +65,60 @@ async def test_missing_openai_key_is_an_authentication_error(monkeypatch: pytest
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(AuthenticationError, match="OPENAI_API_KEY"):
         await Agent("openai:gpt-test").run("hi")
+
+
+async def test_missing_anthropic_key_is_an_authentication_error_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not the SDK's raw TypeError at request time: an AuthenticationError saying what to set."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    with pytest.raises(AuthenticationError, match="ANTHROPIC_API_KEY") as caught:
+        await Agent("anthropic:claude-test").run("hi")
+    assert not caught.value.retryable
+
+
+@pytest.mark.parametrize("api", ["anthropic", "openai", "openai-responses"])
+async def test_a_body_without_its_main_field_names_the_field_and_quotes_the_body(api: str) -> None:
+    """A 200 whose JSON lacks `content` / `choices` / `output`: say which, quote the start, redact secrets."""
+    import http.server
+    import json
+    import threading
+
+    body = json.dumps({"id": "resp_1", "model": "m", "note": "key sk-ant-api03-" + "a" * 40}).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{httpd.server_port}"
+    models = {
+        "anthropic": lambda: AnthropicModel("claude-test", base_url=url, api_key="k"),
+        "openai": lambda: OpenAIChatModel("gpt-test", base_url=url + "/v1", api_key="k"),
+        "openai-responses": lambda: OpenAIResponsesModel("gpt-test", base_url=url + "/v1", api_key="k"),
+    }
+    model = models[api]()
+    field = {"anthropic": "content", "openai": "choices", "openai-responses": "output"}[api]
+    try:
+        with pytest.raises(ResponseFormatError, match=f"without its `{field}` field; it begins: ") as caught:
+            await Agent(model).run("hi")
+    finally:
+        await model.aclose()
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+    assert '"resp_1"' in str(caught.value) and "sk-ant-api03" not in str(caught.value)
 
 
 def test_client_and_client_options_are_exclusive() -> None:

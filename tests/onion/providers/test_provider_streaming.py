@@ -18,7 +18,7 @@ from onion import (
     ToolRequest,
     tool,
 )
-from onion.errors import ConnectionLostError, RateLimitedError
+from onion.errors import RateLimitedError, ResponseFormatError
 from onion.providers._anthropic_wire import AnthropicStreamReader
 from onion.providers._openai_chat_wire import ChatStreamReader
 from onion.providers._openai_responses_wire import ResponsesStreamReader
@@ -113,10 +113,11 @@ async def test_leaving_a_stream_early_leaves_nothing_running(
 
 
 @pytest.mark.parametrize("reader", [AnthropicStreamReader, ChatStreamReader, ResponsesStreamReader])
-def test_a_stream_that_ends_without_its_final_event_is_connection_lost(reader: Any) -> None:
-    """A body that ends cleanly but early (a proxy cut it) is never taken for a complete answer."""
-    with pytest.raises(ConnectionLostError, match="ended before"):
+def test_a_stream_that_ends_cleanly_without_its_final_event_is_a_malformed_response(reader: Any) -> None:
+    """A body that ends cleanly but early (a proxy cut it) is a retryable format error, not a lost connection."""
+    with pytest.raises(ResponseFormatError, match="ended cleanly before") as caught:
         reader().finish()
+    assert caught.value.retryable
 
 
 def test_a_failed_responses_stream_raises_the_mapped_error() -> None:
