@@ -189,6 +189,7 @@ class FakeProviderServer:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = False
     block_on_close = True
+    request_queue_size = 512  # a burst of concurrent clients is queued, not reset (the default is 5)
 
     def __init__(self, address: tuple[str, int], handler: type[_Handler], fake: FakeProviderServer) -> None:
         self.fake = fake
