@@ -5,6 +5,7 @@ Every piece is an ordinary middleware written against onion's public API.
 
 from __future__ import annotations
 
+from .approve import approve
 from .budget import budget
 from .cache import cache
 from .concurrency import concurrency
@@ -21,6 +22,7 @@ from .tools_filter import allow_tools, deny_tools
 
 __all__ = [
     "allow_tools",
+    "approve",
     "budget",
     "cache",
     "concurrency",

@@ -9,15 +9,25 @@ from __future__ import annotations
 from . import errors
 from ._agent import Agent
 from ._calls import Call, ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
-from ._events import Event, ModelCallFinished, RunFinished, StreamReset, TextDelta, ToolCallStarted, ToolResultEvent
+from ._events import (
+    Event,
+    ModelCallFinished,
+    RunFinished,
+    RunPaused,
+    StreamReset,
+    TextDelta,
+    ToolCallStarted,
+    ToolResultEvent,
+)
 from ._handlers import Handler, ModelNext, RunNext, ToolNext, ToolsNext
 from ._history import check_history
 from ._layers import Layer
 from ._messages import Message, Role, ToolRequest, Usage
 from ._model import Model, resolve_model
 from ._stack import Stack
+from ._state import PendingCall, RunState
 from ._tools import Tool, tool
-from .errors import MaxStepsExceeded, MessageOrderError, MiddlewareError, ModelError, OnionError
+from .errors import MaxStepsExceeded, MessageOrderError, MiddlewareError, ModelError, OnionError, RunStateError
 
 __all__ = [
     "Agent",
@@ -36,11 +46,15 @@ __all__ = [
     "ModelNext",
     "ModelResponse",
     "OnionError",
+    "PendingCall",
     "Role",
     "Run",
     "RunFinished",
     "RunNext",
+    "RunPaused",
     "RunResult",
+    "RunState",
+    "RunStateError",
     "Stack",
     "StreamReset",
     "TextDelta",

@@ -10,13 +10,23 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from ._calls import ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
 from ._copies import own_message
 from ._durable import finish_recovered_batch, resume_from_store, run_journaled
-from ._events import Event, ModelCallFinished, RunFinished, StreamReset, TextDelta, ToolCallStarted, ToolResultEvent
+from ._events import (
+    Event,
+    ModelCallFinished,
+    RunFinished,
+    RunPaused,
+    StreamReset,
+    TextDelta,
+    ToolCallStarted,
+    ToolResultEvent,
+)
 from ._history import check_history
-from ._messages import Message
+from ._messages import Message, ToolRequest
 from ._model import Model, resolve_model
 from ._stack import Handler, Stack, bad_result, checked_by_default, concurrent_call_next
+from ._state import PausedBatch, PendingCall, RunState, plain_state
 from ._tools import Tool, as_tool, render, valid_text
-from .errors import HookFailed, MaxStepsExceeded, MiddlewareError, RunBusy, ToolArgumentsError
+from .errors import HookFailed, MaxStepsExceeded, MiddlewareError, RunBusy, RunStateError, ToolArgumentsError
 
 if TYPE_CHECKING:
     from .stores import Session, Store
@@ -134,7 +144,8 @@ class Agent:
             run = Run(self, input, [*first[:start], *history, *first[start:]], state)
             start += len(history)
             result = await self._run(chains, run, conversation, start)
-            await conversation.append(result.messages[start:])
+            if not result.paused:
+                await conversation.append(result.messages[start:])
             return result
 
     async def recover(self, run_id: str) -> RunResult:
@@ -178,6 +189,33 @@ class Agent:
             raise RuntimeError("run_sync() called inside an event loop: use `await agent.run(...)`")
         return asyncio.run(self.run(input, state=state, session=session))
 
+    async def resume(self, state: RunState | str) -> RunResult:
+        """Go on with a paused run whose pending calls are all decided (`state.approve(...)`, ...).
+
+        Approved and edited calls go through the whole tools and tool stacks
+        with `ctx.approved` true; rejected ones are answered with an error
+        carrying the reason; the batch's results keep call order; then the loop
+        goes on. Raises `onion.errors.RunStateError` for a completed run,
+        undecided calls, or pending calls of tools this agent does not have.
+        A run id (a `str`) resumes that run from `agent.store` (`recover`).
+        """
+        if isinstance(state, str):
+            if state.lstrip().startswith("{"):
+                raise TypeError("resume() takes a RunState or a run id: load JSON text with RunState.from_json(text)")
+            return await self.recover(state)
+        chains = self._compiled()
+        return await self._run(chains, self._resumed_run(state))
+
+    def resume_sync(self, state: RunState | str) -> RunResult:
+        """`resume` for code without an event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise RuntimeError("resume_sync() called inside an event loop: use `await agent.resume(state)`")
+        return asyncio.run(self.resume(state))
+
     async def stream(
         self, input: str | Message | Sequence[Message], *, state: dict[str, Any] | None = None
     ) -> AsyncIterator[Event]:
@@ -200,7 +238,8 @@ class Agent:
         try:
             while (event := await queue.get()) is not None:
                 yield event
-            yield RunFinished(await task)
+            result = await task
+            yield RunPaused(result, result.to_state()) if result.paused else RunFinished(result)
         finally:
             if not task.done():
                 task.cancel()
@@ -216,8 +255,45 @@ class Agent:
         result = await chains.run(run)
         if not isinstance(result, RunResult):
             raise bad_result(chains.stack, "run", result)
-        run.flush_injected()
+        if not result.paused:
+            run.flush_injected()
         return result
+
+    def _resumed_run(self, state: RunState) -> Run:
+        """A `Run` going on from `state`, after checking that it can."""
+        if not isinstance(state, RunState):
+            raise TypeError(f"resume() takes a RunState (RunState.from_json(text)), not {type(state).__name__}")
+        if not state.paused:
+            raise RunStateError(
+                f"run {state.run_id} is {state.status}: there is nothing to resume; start a new run with agent.run()"
+            )
+        undecided = [f"{call.id} ({call.name})" for call in state.pending if call.decision is None]
+        if undecided:
+            raise RunStateError(
+                f"run {state.run_id} has undecided pending calls: {', '.join(undecided)}; decide each with "
+                "state.approve(id), state.edit(id, args) or state.reject(id, reason=...) (or state.approve_all())"
+            )
+        missing = sorted({c.name for c in state.pending if c.decision != "rejected"} - self._tools_by_name.keys())
+        if missing:
+            raise RunStateError(
+                f"run {state.run_id} has approved calls of tool(s) {', '.join(missing)} that agent {self.name} "
+                f"does not have (its tools: {', '.join(self._tools_by_name) or 'none'}); resume with an agent "
+                "that has them, or reject those calls"
+            )
+        asked = state.messages[-1].tool_calls if state.messages and state.messages[-1].role == "assistant" else []
+        known = {m.tool_call_id for m in state.answered} | {c.id for c in state.pending}
+        if not state.pending or {r.id for r in asked} != known:
+            raise RunStateError(
+                f"run {state.run_id}: the state's last message, answered and pending calls do not fit together "
+                "(it was changed or damaged); save states with RunState.to_json() and load them with from_json()"
+            )
+        run = Run(self, state.input, list(state.messages), plain_state(state.state))
+        run.id = state.run_id
+        run.steps = state.steps
+        run.usage.add(state.usage)
+        run._injected.extend(state.injected)
+        run._resumed = state
+        return run
 
     def _first_messages(self, input: str | Message | Sequence[Message]) -> list[Message]:
         """The run's history to start from: copies, so layers editing it never reach the caller's messages."""
@@ -253,6 +329,8 @@ class Agent:
         chains = self._compiled()
         if run.journal is not None and run.journal.recovered is not None:
             await finish_recovered_batch(self, run, chains)
+        if run._resumed is not None and await self._resume_batch(run, run._resumed, chains):
+            return _paused_result(run)
         while True:
             run.flush_injected()
             if run.steps >= self.max_steps:
@@ -274,35 +352,87 @@ class Agent:
                 run.journal.model(run, response)
             if not response.tool_calls:
                 run.flush_injected()
-                return RunResult(response.text, run.messages, run.usage, run.state, run.id)
+                result = RunResult(response.text, run.messages, run.usage, run.state, run.id)
+                result._run = run
+                return result
             if run.steps >= self.max_steps:
                 for request in response.tool_calls:
                     run.messages.append(Message.tool(request.id, "Not run: the agent reached max_steps.", True))
                 continue
-            await self._tool_step(run, response, chains)
+            calls = [ToolCall(run, request, self._tools_by_name.get(request.name)) for request in response.tool_calls]
+            if await self._tool_step(run, response, chains, calls, response.tool_calls, None):
+                return _paused_result(run)
 
-    async def _tool_step(self, run: Run, response: ModelResponse, chains: _Chains) -> None:
-        """Run the response's batch and append its results (its objects die before the next model call).
+    async def _resume_batch(self, run: Run, state: RunState, chains: _Chains) -> bool:
+        """Finish the batch a run paused in: approved and edited calls run, rejected ones are answered."""
+        run._resumed = None
+        settled = {message.tool_call_id: message for message in state.answered}
+        requests = []
+        for pending in state.pending:
+            if pending.decision == "rejected":
+                text = f"Tool call {pending.name} was rejected: {pending.rejection}"
+                settled[pending.id] = Message.tool(pending.id, text, True)
+            else:
+                args = pending.edited_args if pending.decision == "edited" else pending.args
+                requests.append(ToolRequest(pending.id, pending.name, dict(args or {})))
+        calls = [ToolCall(run, request, self._tools_by_name.get(request.name), True) for request in requests]
+        response = ModelResponse(run.messages[-1])
+        return await self._tool_step(run, response, chains, calls, requests, settled)
 
-        If the batch fails or is cancelled, every call is answered with an error before the
-        exception propagates, so the history stays valid for a layer that catches it.
+    async def _tool_step(
+        self,
+        run: Run,
+        response: ModelResponse,
+        chains: _Chains,
+        calls: list[ToolCall],
+        requests: list[ToolRequest],
+        settled: dict[str | None, Message] | None,
+    ) -> bool:
+        """Run `calls` as one batch and answer every call of `response`, in call order.
+
+        `settled` holds answers known before the batch (a resumed run). Returns
+        True when a layer paused a call: the answers are then kept aside
+        (`run._paused`) and the call left unanswered. If the batch fails or is
+        cancelled, every call is answered with an error before the exception
+        propagates, so the history stays valid for a layer that catches it.
         """
-        calls = [ToolCall(run, request, self._tools_by_name.get(request.name)) for request in response.tool_calls]
         try:
-            results = await chains.tools(ToolBatch(run, calls, response))
+            results = await chains.tools(ToolBatch(run, calls, response)) if calls else []
             if not isinstance(results, list) or len(results) != len(calls):
                 raise bad_result(chains.stack, "tools", results, expected_count=len(calls))
             answers = []
+            paused = False
             for call, result in zip(calls, results, strict=True):
                 if not isinstance(result, ToolResult):
                     raise bad_result(chains.stack, "tools", results, expected_count=len(calls))
+                paused = paused or call.pause_reason is not None
                 answers.append(Message.tool(call.id, valid_text(result.content), result.is_error))
+            if settled is not None:
+                answers = _in_call_order(response, answers, settled)
+            if paused:
+                self._pause(run, calls, requests, answers)
+                return True
         except BaseException as error:
             reason = "the run was cancelled" if isinstance(error, asyncio.CancelledError) else type(error).__name__
-            for call in calls:
-                run.messages.append(Message.tool(call.id, f"No result: the batch stopped ({reason}).", True))
+            for request in response.tool_calls:
+                known = settled.get(request.id) if settled is not None else None
+                run.messages.append(
+                    known or Message.tool(request.id, f"No result: the batch stopped ({reason}).", True)
+                )
             raise
         run.messages.extend(answers)
+        return False
+
+    def _pause(self, run: Run, calls: list[ToolCall], requests: list[ToolRequest], answers: list[Message]) -> None:
+        """Keep a paused batch aside: its pending calls (with the arguments asked for) and the answers so far."""
+        plain_state(run.state)
+        pending = [
+            PendingCall(call.id, call.name, dict(request.args), call.pause_reason)
+            for call, request in zip(calls, requests, strict=True)
+            if call.pause_reason is not None
+        ]
+        waiting = {call.id for call in pending}
+        run._paused = PausedBatch([m for m in answers if m.tool_call_id not in waiting], pending)
 
     def _emit_response(self, run: Run, call: ModelCall, response: ModelResponse) -> None:
         assert run.emit is not None
@@ -387,6 +517,8 @@ class Agent:
             )
         if not isinstance(result, ToolResult):
             raise bad_result(chains.stack, "tool", result)
+        if call.pause_reason is not None:
+            return result
         if call.run.journal is not None:
             await call.run.journal.finished(call, result)
         if call.run.emit is not None:
@@ -427,3 +559,17 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"<Agent {self.name} model={getattr(self.model, 'name', self.model)!s} tools={len(self.tools)}>"
+
+
+def _paused_result(run: Run) -> RunResult:
+    result = RunResult("", run.messages, run.usage, run.state, run.id, status="paused")
+    result._run = run
+    return result
+
+
+def _in_call_order(
+    response: ModelResponse, answers: list[Message], settled: dict[str | None, Message]
+) -> list[Message]:
+    """The answers of a resumed batch merged with those settled before it, in the order the model asked."""
+    fresh = {message.tool_call_id: message for message in answers}
+    return [settled.get(request.id) or fresh[request.id] for request in response.tool_calls]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ._copies import own_copy
 from ._messages import Message, ToolRequest, Usage
+from ._state import PausedBatch, PendingCall, RunState, capture
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -17,6 +19,8 @@ if TYPE_CHECKING:
     from ._tools import Tool
 
 _run_ids = itertools.count(1)
+_PROCESS = os.urandom(4).hex()
+"""Makes run ids unique across processes, so a saved run never shares its id with a new one."""
 
 
 class Call:
@@ -30,7 +34,20 @@ class Call:
 class Run(Call):
     """One whole `agent.run(...)`."""
 
-    __slots__ = ("_injected", "agent", "emit", "id", "input", "journal", "messages", "state", "steps", "usage")
+    __slots__ = (
+        "_injected",
+        "_paused",
+        "_resumed",
+        "agent",
+        "emit",
+        "id",
+        "input",
+        "journal",
+        "messages",
+        "state",
+        "steps",
+        "usage",
+    )
     kind: ClassVar[str] = "run"
 
     def __init__(self, agent: Agent, input: Any, messages: list[Message], state: dict[str, Any] | None = None) -> None:
@@ -40,7 +57,7 @@ class Run(Call):
         self.messages = messages
         self.state: dict[str, Any] = {} if state is None else state
         self.usage = Usage()
-        self.id = f"run-{next(_run_ids)}"
+        self.id = f"run-{_PROCESS}-{next(_run_ids)}"
         self.steps = 0
         """Model calls made so far in this run."""
         self.emit: Callable[[Any], None] | None = None
@@ -48,6 +65,8 @@ class Run(Call):
         self.journal: Journal | None = None
         """Set when the agent has a store: records each step so the run can be resumed."""
         self._injected: deque[Message] = deque()
+        self._paused: PausedBatch | None = None
+        self._resumed: RunState | None = None
 
     def inject(self, message: Message | str) -> None:
         """Queue a message for the history; it lands at the next safe point.
@@ -132,21 +151,35 @@ class ToolBatch(Call):
 class ToolCall(Call):
     """One tool call. A layer may change `args` (this call's own copy, nested values too) before `call_next`."""
 
-    __slots__ = ("_entered", "args", "id", "name", "raw_args", "tool")
+    __slots__ = ("_entered", "approved", "args", "id", "name", "pause_reason", "raw_args", "tool")
     kind: ClassVar[str] = "tool"
 
-    def __init__(self, run: Run, request: ToolRequest, tool: Tool | None) -> None:
+    def __init__(self, run: Run, request: ToolRequest, tool: Tool | None, approved: bool = False) -> None:
         self.run = run
         self.name = request.name
         self.args = own_copy(request.args)
         self.id = request.id
         self.tool = tool
         self.raw_args = request.raw_args
+        self.approved = approved
+        """True when a person approved this call of a paused run (`agent.resume`): layers that pause let it through."""
+        self.pause_reason: str | None = None
+        """Set by `pause(reason)`: the run stops after this batch, the call pending."""
         self._entered = False
 
     def block(self, reason: str) -> ToolResult:
         """An error result answering this call with `reason`, for a layer that refuses it."""
         return ToolResult(content=f"Tool call {self.name} was blocked: {reason}", is_error=True, call_id=self.id)
+
+    def pause(self, reason: str) -> ToolResult:
+        """Pause this call for a person's decision: `return ctx.pause(reason)` from a tool layer.
+
+        The call does not run; its siblings in the batch do. The run then stops
+        before its next model call, with this call pending (`RunResult.pending`).
+        The result returned is a placeholder that no message will carry.
+        """
+        self.pause_reason = reason
+        return ToolResult(content=f"Tool call {self.name} is waiting for approval: {reason}", call_id=self.id)
 
     def __repr__(self) -> str:
         return f"<ToolCall {self.name} id={self.id} args={self.args!r:.60}>"
@@ -217,18 +250,52 @@ class ToolResult:
 
 
 class RunResult:
-    """The outcome of a run: the final answer, the whole history, usage and state."""
+    """The outcome of a run: the final answer, the whole history, usage and state.
 
-    __slots__ = ("messages", "output", "run_id", "state", "usage")
+    `status` is `"completed"`, or `"paused"` when tool calls wait for a
+    person's decision (`pending`); `to_state()` is the run as a `RunState`.
+    """
+
+    __slots__ = ("_run", "messages", "output", "run_id", "state", "status", "usage")
 
     def __init__(
-        self, output: str, messages: list[Message], usage: Usage, state: dict[str, Any], run_id: str = ""
+        self,
+        output: str,
+        messages: list[Message],
+        usage: Usage,
+        state: dict[str, Any],
+        run_id: str = "",
+        *,
+        status: Literal["completed", "paused"] = "completed",
     ) -> None:
         self.output = output
         self.messages = messages
         self.usage = usage
         self.state = state
+        """The run's `run.state` dict (the paused run itself is `to_state()`)."""
         self.run_id = run_id
+        self.status = status
+        self._run: Run | None = None
+
+    @property
+    def paused(self) -> bool:
+        """True when the run stopped for approval of its `pending` calls."""
+        return self.status == "paused"
+
+    @property
+    def pending(self) -> list[PendingCall]:
+        """The tool calls waiting for a decision (empty unless paused)."""
+        paused = self._run._paused if self._run is not None else None
+        return list(paused.pending) if paused is not None and self.paused else []
+
+    def to_state(self) -> RunState:
+        """This run as a `RunState`, to save with `to_json()` and go on with `agent.resume(state)`.
+
+        Raises `onion.errors.RunStateError` naming the key if `run.state` is not JSON data.
+        """
+        return capture(self)
 
     def __repr__(self) -> str:
+        if self.paused:
+            return f"<RunResult paused pending={[call.name for call in self.pending]}>"
         return f"<RunResult output={self.output!r:.60} messages={len(self.messages)}>"

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._calls import ModelResponse, RunResult, ToolResult
     from ._messages import Usage
+    from ._state import RunState
 
 
 @dataclass(slots=True)
@@ -56,9 +57,20 @@ class ModelCallFinished:
 
 @dataclass(slots=True)
 class RunFinished:
-    """The run ended; always the last event."""
+    """The run ended; always the last event (a `RunPaused` when the run paused)."""
 
     result: RunResult
 
 
-Event = TextDelta | ToolCallStarted | StreamReset | ToolResultEvent | ModelCallFinished | RunFinished
+@dataclass(slots=True)
+class RunPaused(RunFinished):
+    """The run paused for approval; the last event of its stream.
+
+    `result` is the paused `RunResult` (`result.pending` lists the calls
+    waiting); `state` is `result.to_state()`, ready for `state.to_json()`.
+    """
+
+    state: RunState
+
+
+Event = TextDelta | ToolCallStarted | StreamReset | ToolResultEvent | ModelCallFinished | RunFinished | RunPaused

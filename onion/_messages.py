@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
+ROLES = ("system", "user", "assistant", "tool")
 
 
 @dataclass(slots=True)
@@ -51,6 +53,76 @@ class Message:
     def tool(cls, call_id: str, text: str, is_error: bool = False) -> Message:
         return cls("tool", text, [], call_id, is_error)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as plain JSON-able data; `Message.from_dict` reads it back.
+
+        Fields at their default are left out; `meta` (provider metadata such
+        as thinking blocks and reasoning items) is copied as is.
+        """
+        data: dict[str, Any] = {"role": self.role, "text": self.text}
+        if self.tool_calls:
+            data["tool_calls"] = [_request_dict(request) for request in self.tool_calls]
+        if self.tool_call_id is not None:
+            data["tool_call_id"] = self.tool_call_id
+        if self.is_error:
+            data["is_error"] = True
+        if self.meta is not None:
+            data["meta"] = copy.deepcopy(self.meta)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Message:
+        """The message `to_dict` produced; raises `ValueError` naming the field that is wrong."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a message must be a dict as Message.to_dict() makes, not {type(data).__name__}")
+        role = data.get("role")
+        if role not in ROLES:
+            raise ValueError(f"message role {role!r} is not one of {', '.join(ROLES)}")
+        text = _typed(data, "text", str, "")
+        calls = _typed(data, "tool_calls", list, [])
+        meta = _typed(data, "meta", dict, None)
+        return cls(
+            role,
+            text,
+            [_request_from(item) for item in calls],
+            _typed(data, "tool_call_id", str, None),
+            _typed(data, "is_error", bool, False),
+            copy.deepcopy(meta),
+        )
+
+
+def _request_dict(request: ToolRequest) -> dict[str, Any]:
+    data = {"id": request.id, "name": request.name, "args": copy.deepcopy(request.args)}
+    if request.raw_args is not None:
+        data["raw_args"] = request.raw_args
+    return data
+
+
+def _request_from(data: Any) -> ToolRequest:
+    if not isinstance(data, dict):
+        raise ValueError(f"a tool call must be a dict with id, name and args, not {type(data).__name__}")
+    return ToolRequest(
+        _typed(data, "id", str),
+        _typed(data, "name", str),
+        copy.deepcopy(_typed(data, "args", dict, {})),
+        _typed(data, "raw_args", str, None),
+    )
+
+
+_REQUIRED: Any = object()
+
+
+def _typed(data: dict[str, Any], key: str, kind: type, default: Any = _REQUIRED) -> Any:
+    """`data[key]`, checked to be a `kind` (or None where the default is None)."""
+    if key not in data:
+        if default is _REQUIRED:
+            raise ValueError(f"{key!r} is missing")
+        return default
+    value = data[key]
+    if isinstance(value, kind) or (value is None and default is None):
+        return value
+    raise ValueError(f"{key!r} must be {kind.__name__}, not {type(value).__name__} {value!r:.60}")
+
 
 @dataclass(slots=True)
 class Usage:
@@ -77,6 +149,15 @@ class Usage:
             self.requests + other.requests,
             self.cached_input_tokens + other.cached_input_tokens,
         )
+
+    def to_dict(self) -> dict[str, int]:
+        """The counters as a dict; `Usage(**d)` builds it back."""
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "requests": self.requests,
+            "cached_input_tokens": self.cached_input_tokens,
+        }
 
     def add(self, other: Usage) -> None:
         """Add `other` into this usage in place."""

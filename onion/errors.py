@@ -23,6 +23,7 @@ __all__ = [
     "ResponseFormatError",
     "RunBusy",
     "RunNotFound",
+    "RunStateError",
     "ScriptExhausted",
     "ServerError",
     "ToolAborted",
@@ -199,3 +200,13 @@ class HookFailed(BaseException):
     def __init__(self, hook: str, error: Exception) -> None:
         super().__init__(f"hook {hook} raised {type(error).__name__}: {error}")
         self.hook, self.error = hook, error
+
+
+class RunStateError(OnionError):
+    """A run cannot be paused, saved, loaded or resumed as asked; the message says what to do.
+
+    Raised for a state text that is corrupt, truncated or of an unknown
+    version, a `run.state` that is not JSON-serialisable when the run pauses,
+    a decision about a call that is not pending, and a resume that cannot go
+    on (a completed run, undecided calls, tools the agent no longer has).
+    """

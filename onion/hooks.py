@@ -32,6 +32,7 @@ __all__ = [
     "Modify",
     "OnComplete",
     "OnError",
+    "Pause",
     "after_each_tool",
     "after_llm",
     "after_tools",
@@ -67,6 +68,19 @@ class Modify:
 
     def __init__(self, args: dict[str, Any]) -> None:
         self.args = args
+
+
+class Pause:
+    """Returned by a `before_tools` / `before_each_tool` hook: pause the call(s) for a person's approval.
+
+    The run stops before its next model call with the calls pending; calls
+    approved on resume (`call.approved`) run without asking the hook's answer again.
+    """
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
 
 
 class Hook:
@@ -170,7 +184,10 @@ class AfterLLM(Hook):
 
 
 class BeforeTools(Hook):
-    """`fn(batch)` before a batch; returning `Block(reason)` answers every call with the reason."""
+    """`fn(batch)` before a batch; `Block(reason)` answers every call with the reason, `Pause(reason)` pauses them.
+
+    A paused batch's calls that were approved on resume run as usual.
+    """
 
     event = "before_tools"
     arguments = ("batch",)
@@ -179,8 +196,25 @@ class BeforeTools(Hook):
         decision = await self.call(batch)
         if isinstance(decision, Block):
             return [call.block(decision.reason) for call in batch.calls]
+        if isinstance(decision, Pause) and not all(call.approved for call in batch.calls):
+            return await _pause_unapproved(batch, decision.reason, call_next)
         results: list[ToolResult] = await call_next(batch)
         return results
+
+
+async def _pause_unapproved(batch: ToolBatch, reason: str, call_next: Handler) -> list[ToolResult]:
+    """Pause the batch's calls that are not approved; the approved ones run, as a batch of their own."""
+    calls = batch.calls
+    approved = [call for call in calls if call.approved]
+    ran: list[ToolResult] = []
+    if approved:
+        batch.calls = approved
+        try:
+            ran = await call_next(batch)
+        finally:
+            batch.calls = calls
+    results = iter(ran)
+    return [next(results) if call.approved else call.pause(reason) for call in calls]
 
 
 class AfterTools(Hook):
@@ -196,7 +230,10 @@ class AfterTools(Hook):
 
 
 class BeforeEachTool(Hook):
-    """`fn(call)` before each matching tool call; may return `Block(reason)` or `Modify(args)`."""
+    """`fn(call)` before each matching tool call; may return `Block(reason)`, `Modify(args)` or `Pause(reason)`.
+
+    `Pause` lets a call approved on resume (`call.approved`) through.
+    """
 
     event = "before_each_tool"
     arguments = ("call",)
@@ -207,6 +244,8 @@ class BeforeEachTool(Hook):
             decision = await self.call_in_tool(call)
             if isinstance(decision, Block):
                 return call.block(decision.reason)
+            if isinstance(decision, Pause) and not call.approved:
+                return call.pause(decision.reason)
             if isinstance(decision, Modify):
                 call.args = dict(decision.args)
         result: ToolResult = await call_next(call)

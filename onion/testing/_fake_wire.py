@@ -8,6 +8,7 @@ stream after the head for its faults.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 from collections.abc import Callable
@@ -70,8 +71,57 @@ def _anthropic_usage(response: ModelResponse) -> dict[str, int]:
     }
 
 
+THINKING = "anthropic_thinking"
+"""The `Message.meta` key whose thinking blocks the server sends (as `onion.providers` reads them)."""
+
+
+def thinking_signature(thinking: str) -> str:
+    """The signature the fake server gives a thinking block, and checks when the block comes back."""
+    return "fake-sig-" + hashlib.sha256(thinking.encode()).hexdigest()[:24]
+
+
+def anthropic_request_problem(request: dict[str, Any]) -> str | None:
+    """Why the real API would refuse this request's thinking blocks (400), or None.
+
+    Each thinking block sent back must carry the signature it was given; with
+    `thinking` enabled, the last assistant message that asked for tools must
+    start with its thinking block.
+    """
+    messages = request.get("messages")
+    if not isinstance(messages, list):
+        return None
+    last_tool_turn = None
+    for index, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list) or message.get("role") != "assistant":
+            continue
+        for place, block in enumerate(content):
+            if block.get("type") == "thinking" and block.get("signature") != thinking_signature(
+                block.get("thinking", "")
+            ):
+                return f"messages.{index}.content.{place}: Invalid `signature` in `thinking` block"
+        if any(block.get("type") == "tool_use" for block in content):
+            last_tool_turn = (index, content)
+    thinking = request.get("thinking")
+    if last_tool_turn is not None and isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        index, content = last_tool_turn
+        first = content[0].get("type") if content else None
+        if first not in ("thinking", "redacted_thinking"):
+            return (
+                f"messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. "
+                "When `thinking` is enabled, a final `assistant` message must start with a thinking block."
+            )
+    return None
+
+
 def _anthropic_body(response: ModelResponse, model: str) -> dict[str, Any]:
-    content: list[dict[str, Any]] = [{"type": "text", "text": response.text}] if response.text else []
+    content: list[dict[str, Any]] = [
+        {"type": "thinking", "thinking": block["thinking"], "signature": thinking_signature(block["thinking"])}
+        for block in (response.message.meta or {}).get(THINKING, ())
+        if block.get("type") == "thinking"
+    ]
+    if response.text:
+        content.append({"type": "text", "text": response.text})
     for request in response.tool_calls:
         arguments: Any = request.args if request.raw_args is None or request.args else request.raw_args
         content.append({"type": "tool_use", "id": request.id, "name": request.name, "input": arguments})
@@ -92,15 +142,22 @@ def _anthropic_frames(response: ModelResponse, model: str, size: int) -> tuple[l
     usage = body["usage"]
     start = {**body, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
     head: list[Any] = [("message_start", {"type": "message_start", "message": start}), ("ping", {"type": "ping"})]
+    requests = iter(response.tool_calls)
     for index, block in enumerate(body["content"]):
-        is_text = block["type"] == "text"
-        opening = {"type": "text", "text": ""} if is_text else {**block, "input": {}}
-        head.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": opening}))
-        if is_text:
+        opening: dict[str, Any]
+        deltas: list[dict[str, Any]]
+        if block["type"] == "thinking":
+            opening = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": piece} for piece in _pieces(block["thinking"], size)]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif block["type"] == "text":
+            opening = {"type": "text", "text": ""}
             deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(block["text"], size)]
         else:
-            raw = _arguments(response.tool_calls[index - (1 if response.text else 0)])
+            opening = {**block, "input": {}}
+            raw = _arguments(next(requests))
             deltas = [{"type": "input_json_delta", "partial_json": piece} for piece in _pieces(raw, size)]
+        head.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": opening}))
         head.extend(
             ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas
         )

@@ -31,7 +31,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .._calls import ModelResponse
-from ._fake_wire import BODIES, FIRST_EVENT, STATUS_OF_TYPE, TYPE_OF_STATUS, error_body, frames, stream_error
+from ._fake_wire import (
+    BODIES,
+    FIRST_EVENT,
+    STATUS_OF_TYPE,
+    TYPE_OF_STATUS,
+    anthropic_request_problem,
+    error_body,
+    frames,
+    stream_error,
+)
 from ._faults import (
     BadGzip,
     Delay,
@@ -255,8 +264,14 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         headers = {name.lower(): value for name, value in self.headers.items()}
         recorded = RecordedRequest("POST", path, headers, body)
-        item = fake._take(recorded)
         api = _APIS.get(path)
+        problem = anthropic_request_problem(body) if api == "anthropic" and isinstance(body, dict) else None
+        if problem is not None:
+            with fake._lock:
+                fake.requests.append(recorded)
+            self._send_json(400, error_body("anthropic", "invalid_request_error", problem))
+            return
+        item = fake._take(recorded)
         if api is None:
             self._send_json(404, error_body("chat", "not_found_error", f"FakeProviderServer has no {path}"))
             return

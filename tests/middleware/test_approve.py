@@ -1,0 +1,91 @@
+"""`approve`: pauses the calls its matcher selects; approved calls pass on resume."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from middleware import approve
+from onion import Agent, ToolCall, ToolRequest, tool
+from onion.testing import ScriptedModel
+
+
+@tool
+def read(path: str) -> str:
+    """Read a file."""
+    return f"contents of {path}"
+
+
+@tool
+def delete(path: str) -> str:
+    """Delete a file."""
+    return f"deleted {path}"
+
+
+@tool
+def delete_all() -> str:
+    """Delete every file."""
+    return "all gone"
+
+
+BATCH = [
+    ToolRequest("a", "read", {"path": "x"}),
+    ToolRequest("b", "delete", {"path": "/tmp/y"}),
+    ToolRequest("c", "delete_all", {}),
+]
+
+
+async def paused_ids(layer: Any) -> list[str]:
+    agent = Agent(ScriptedModel([BATCH, "done"]), tools=[read, delete, delete_all]).use(layer)
+    result = await agent.run("go")
+    return [call.id for call in result.pending]
+
+
+def outside_tmp(call: ToolCall) -> bool:
+    return not str(call.args.get("path", "")).startswith("/tmp/")
+
+
+@pytest.mark.parametrize(
+    ("layer", "paused"),
+    [
+        (approve, ["a", "b", "c"]),
+        (approve("delete"), ["b"]),
+        (approve(["delete", "delete_all"]), ["b", "c"]),
+        (approve(re.compile(r"delete.*")), ["b", "c"]),
+        (approve(re.compile(r"del")), []),
+        (approve(outside_tmp), ["a", "c"]),
+    ],
+    ids=["bare", "name", "list", "regex", "regex-fullmatch", "function"],
+)
+async def test_approve_pauses_the_calls_its_matcher_selects(layer: Any, paused: list[str]) -> None:
+    """Bare it pauses every call; a name, list, regex (whole name) or `fn(call)` selects which."""
+    assert await paused_ids(layer) == paused
+
+
+async def test_approve_gives_its_reason_and_lets_approved_calls_through() -> None:
+    """`reason` is what `PendingCall.reason` says; on resume the approved call runs through the same layer."""
+    agent = Agent(ScriptedModel([BATCH, "done"]), tools=[read, delete, delete_all])
+    agent.use(approve("delete", reason="a person must confirm deletes"))
+    result = await agent.run("go")
+    assert [(p.name, p.reason) for p in result.pending] == [("delete", "a person must confirm deletes")]
+    state = result.to_state()
+    state.approve("b")
+    done = await agent.resume(state)
+    assert done.output == "done" and done.messages[3].text == "deleted /tmp/y"
+
+
+async def test_approve_default_reason_names_the_tool() -> None:
+    """Without `reason`, the pending call says the tool needs approval."""
+    agent = Agent(ScriptedModel([BATCH]), tools=[read, delete, delete_all]).use(approve("delete_all"))
+    assert [p.reason for p in (await agent.run("go")).pending] == ["delete_all needs approval"]
+
+
+def test_approve_refuses_a_matcher_it_cannot_use() -> None:
+    """A matcher that is not a name, list of names, regex or function is a `TypeError` saying what it takes."""
+    with pytest.raises(TypeError, match="not a tool name, a list of names, a compiled regex or a function"):
+        approve(42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="must hold tool names"):
+        approve(["delete", 3])  # type: ignore[list-item]
+    assert repr(approve("delete")) == "<approve('delete')>"
