@@ -294,7 +294,7 @@ async def test_resume_sync_works_without_a_loop_and_refuses_inside_one() -> None
     agent = tools.agent(ScriptedModel([BATCH, "done"]), pause_deletes)
     state = (await agent.run("tidy")).to_state()
     state.approve_all()
-    with pytest.raises(RuntimeError, match="await agent.resume"):
+    with pytest.raises(RuntimeError, match=r"await agent\.resume"):
         agent.resume_sync(state)
     result = await asyncio.to_thread(agent.resume_sync, state)
     assert result.output == "done"

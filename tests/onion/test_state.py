@@ -15,7 +15,12 @@ THINKING_BLOCKS = [
     {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"},
 ]
 REASONING_ITEMS = [
-    {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "plan"}], "encrypted_content": "gAAA"}
+    {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "plan"}],
+        "encrypted_content": "gAAA",
+    }
 ]
 MESSAGES = [
     Message.system("be brief"),
