@@ -276,7 +276,7 @@ async def test_a_state_that_does_not_fit_together_is_refused() -> None:
     state.messages = state.messages[:-1]
     with pytest.raises(RunStateError, match="do not fit together"):
         await tools.agent(ScriptedModel([])).resume(state)
-    with pytest.raises(TypeError, match="RunState.from_json"):
+    with pytest.raises(TypeError, match=r"RunState\.from_json"):
         await tools.agent(ScriptedModel([])).resume(state.to_json())  # type: ignore[arg-type]
 
 
