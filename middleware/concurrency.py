@@ -19,8 +19,8 @@ class Slots:
     A waiter awaits a future of its own loop, so waiting never blocks a
     loop; a slot freed in another thread is handed over with
     `call_soon_threadsafe`. Cancellation-safe: a cancelled waiter takes no
-    slot, or passes on the one it was just handed. `release` must be called
-    from a coroutine, once per `acquire`.
+    slot, or passes on the one it was just handed. Call `release` once per
+    `acquire`, from any thread.
     """
 
     __slots__ = ("_free", "_lock", "_waiters")
@@ -61,7 +61,7 @@ class Slots:
                     return
                 waiter = self._waiters.popleft()
             loop = waiter.get_loop()
-            if loop is asyncio.get_running_loop():
+            if loop is asyncio._get_running_loop():  # None in a thread without a loop
                 _hand_over(waiter)
                 return
             try:

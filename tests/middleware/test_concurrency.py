@@ -220,6 +220,16 @@ async def test_a_slot_handed_to_a_waiter_cancelled_meanwhile_is_passed_on_not_lo
     assert slots.waiting == 0
 
 
+async def test_a_slot_released_from_a_thread_without_a_loop_wakes_the_waiter() -> None:
+    slots = Slots(1)
+    await slots.acquire()
+    waiter = asyncio.ensure_future(slots.acquire())
+    await until(lambda: slots.waiting == 1)
+    await asyncio.to_thread(slots.release)
+    await asyncio.wait_for(waiter, timeout=10)
+    assert slots.waiting == 0
+
+
 @pytest.mark.parametrize("kwargs", [{"limit": 0}, {"models": -1}, {"per_tool": {"browser": 0}}, {"limit": 2.5}])
 def test_caps_below_one_are_rejected(kwargs: dict[str, object]) -> None:
     with pytest.raises(ValueError, match="at least 1"):
