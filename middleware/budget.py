@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from onion import Handler, ModelCall, ModelResponse, OnionError, Usage
+from onion import Handler, ModelCall, ModelResponse, OnionError, Run, Usage
 
 PRICES: dict[str, tuple[float, float]] = {
     "claude-opus-4-5": (5.0, 25.0),
@@ -37,8 +37,11 @@ class BudgetExceeded(OnionError):
     """The run went over its `budget`.
 
     `usage` is the run's usage at the stop (the response that went over
-    included), `cost` its cost in USD so far (0 if no `max_cost`).
+    included), `cost` its cost in USD so far (0 if no `max_cost`). Never
+    retried (`retryable` is false).
     """
+
+    retryable = False
 
     def __init__(self, message: str, *, usage: Usage, cost: float) -> None:
         super().__init__(message)
@@ -48,13 +51,17 @@ class BudgetExceeded(OnionError):
 class budget:
     """Raise `BudgetExceeded` once a run's tokens pass `max_tokens` or its cost passes `max_cost` (USD).
 
-    Checked after every model call; the response that went over is not
-    added to the history (so no tool call is left unanswered) but its usage
-    is added to `run.usage`. Cost uses `prices` (model name prefix -> USD per
-    million input and output tokens, merged over `PRICES`; the longest
-    matching prefix wins); cached input tokens are charged at the input price.
-    A model with tokens but no price raises `OnionError` naming it. The cost
-    so far is kept in `run.state["cost"]`. Not usable bare.
+    Every response a model produced counts, wherever `budget` sits: it is
+    checked where the model produced it (`ModelCall.on_response`), so each
+    attempt of a `retry` inside, and a response a layer inside rejects,
+    count too; the first response that goes over stops the run there. That
+    response is not added to the history (so no tool call is left
+    unanswered), but its usage is in `run.usage`. A call is not sent at all
+    while the run is already over. Cost uses `prices` (model name prefix ->
+    USD per million input and output tokens, merged over `PRICES`; the
+    longest matching prefix wins); cached input tokens are charged at the
+    input price. A model with tokens but no price raises `OnionError` naming
+    it. The cost so far is kept in `run.state["cost"]`. Not usable bare.
     """
 
     __slots__ = ("max_cost", "max_tokens", "prices")
@@ -72,24 +79,46 @@ class budget:
         self.prices = {**PRICES, **(prices or {})}
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+        run = call.run
+        self._check(run, run.usage, run.state.get("cost", 0.0))
+        charged: list[Usage] = []
+
+        def charge(response: ModelResponse) -> None:
+            charged.append(response.usage)
+            self._charge(call, response, run.usage)
+
+        call.on_response(charge)
         response: ModelResponse = await call_next(call)
+        if all(usage is not response.usage for usage in charged):
+            self._charge(call, response, run.usage + response.usage)  # made by a layer inside, not by a model
+        return response
+
+    def _charge(self, call: ModelCall, response: ModelResponse, total: Usage) -> None:
+        """Add `response`'s cost to the run's, then raise if `total` (the run's usage with it) or the cost is over."""
         run, usage = call.run, response.usage
-        total = run.usage + usage
         cost: float = run.state.get("cost", 0.0)
         if self.max_cost is not None and (usage.input_tokens or usage.output_tokens):
             name = response.model or str(getattr(call.model, "name", call.model))
             input_price, output_price = self.price(name)
             cost += (usage.input_tokens * input_price + usage.output_tokens * output_price) / 1_000_000
             run.state["cost"] = cost
+        try:
+            self._check(run, total, cost)
+        except BudgetExceeded:
+            if total is not run.usage:
+                run.usage.add(usage)
+            raise
+
+    def _check(self, run: Run, total: Usage, cost: float) -> None:
         over = []
         if self.max_tokens is not None and total.total_tokens > self.max_tokens:
             over.append(f"{total.total_tokens} tokens > max_tokens={self.max_tokens}")
         if self.max_cost is not None and cost > self.max_cost:
             over.append(f"${cost:.6f} > max_cost=${self.max_cost}")
         if over:
-            run.usage.add(usage)
-            raise BudgetExceeded(f"run {run.id} went over its budget: {'; '.join(over)}", usage=total, cost=cost)
-        return response
+            raise BudgetExceeded(
+                f"run {run.id} went over its budget: {'; '.join(over)}", usage=Usage() + total, cost=cost
+            )
 
     def price(self, model: str) -> tuple[float, float]:
         """USD per million (input, output) tokens for `model` ("provider:" prefixes ignored)."""

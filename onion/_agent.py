@@ -344,7 +344,8 @@ class Agent:
             response = await chains.model(call)
             if not isinstance(response, ModelResponse):
                 raise bad_result(chains.stack, "model", response)
-            run.usage.add(response.usage)
+            if call._uncounted(response):
+                run.usage.add(response.usage)
             if run.emit is not None:
                 self._emit_response(run, call, response)
             run.messages.append(response.message)
@@ -443,7 +444,7 @@ class Agent:
         run.emit(ModelCallFinished(response, response.usage, response.cached))
 
     async def _request(self, call: ModelCall) -> ModelResponse:
-        """The innermost point of the model chain: check the history, then ask the model."""
+        """The innermost point of the model chain: check the history, ask the model, count what it produced."""
         check_history(call.messages)
         if call._entered:
             raise concurrent_call_next(f"one of {[layer.name for layer in self.stack.layers('model')]}", "model")
@@ -461,6 +462,7 @@ class Agent:
                 f"model {call.model!r} returned {type(response).__name__} {response!r:.80} "
                 "where request() must return an onion.ModelResponse"
             )
+        call._produced(response)
         return response
 
     async def _stream_request(

@@ -103,7 +103,17 @@ class ModelCall(Call):
     entry to change it for this request).
     """
 
-    __slots__ = ("_entered", "messages", "model", "observers", "settings", "streamed", "tools")
+    __slots__ = (
+        "_checks",
+        "_counted",
+        "_entered",
+        "messages",
+        "model",
+        "observers",
+        "settings",
+        "streamed",
+        "tools",
+    )
     kind: ClassVar[str] = "model"
 
     def __init__(
@@ -117,6 +127,8 @@ class ModelCall(Call):
         self.streamed = False
         """True once a streaming model sent deltas for this call."""
         self.observers: list[Callable[[Any], None]] | None = None
+        self._checks: list[Callable[[ModelResponse], None]] | None = None
+        self._counted: list[Usage] | None = None
         self._entered = False
 
     def observe(self, observer: Callable[[Any], None]) -> None:
@@ -128,6 +140,33 @@ class ModelCall(Call):
         if self.observers is None:
             self.observers = []
         self.observers.append(observer)
+
+    def on_response(self, check: Callable[[ModelResponse], None]) -> None:
+        """Call `check(response)` for each response a model produces for this call.
+
+        Called at the innermost point, before any layer sees the response:
+        for every attempt of a retry, and for a response that a layer inside
+        will reject. Its usage is already in `run.usage`. `check` may raise
+        to refuse the response; the error travels up the model stack.
+        """
+        if self._checks is None:
+            self._checks = []
+        self._checks.append(check)
+
+    def _produced(self, response: ModelResponse) -> None:
+        """Count what a model produced for this call in `run.usage`, then run the `on_response` checks."""
+        self.run.usage.add(response.usage)
+        if self._counted is None:
+            self._counted = [response.usage]
+        else:
+            self._counted.append(response.usage)
+        for check in self._checks or ():
+            check(response)
+
+    def _uncounted(self, response: ModelResponse) -> bool:
+        """True for a response whose usage no model produced through this call (a layer made it)."""
+        counted, usage = self._counted, response.usage
+        return counted is None or (counted[-1] is not usage and all(seen is not usage for seen in counted))
 
     def __repr__(self) -> str:
         return f"<ModelCall {getattr(self.model, 'name', self.model)!s} messages={len(self.messages)}>"

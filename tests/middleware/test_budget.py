@@ -6,7 +6,7 @@ import pytest
 
 from middleware import budget, cache
 from middleware.budget import PRICES, BudgetExceeded
-from onion import Agent, Message, ModelResponse, OnionError, Usage, check_history, tool
+from onion import Agent, Handler, Message, ModelResponse, OnionError, Usage, check_history, tool
 from onion.testing import ScriptedModel, call
 
 
@@ -79,3 +79,38 @@ async def test_cache_hits_cost_nothing() -> None:
     await Agent(ScriptedModel([response("x", usage)])).use(budget(max_cost=1), layer).run("hi")
     result = await Agent(ScriptedModel([])).use(budget(max_cost=0.0001), layer).run("hi")
     assert result.output == "x" and result.state.get("cost", 0.0) == 0.0
+
+
+async def test_responses_that_a_layer_inside_retry_rejects_are_charged_and_stop_the_run() -> None:
+    """Each rejected attempt costs $0.15: the second goes over $0.20 and the third is never sent."""
+    from middleware import retry
+    from onion import ModelCall
+    from onion.errors import ResponseFormatError
+
+    async def reject(ctx: ModelCall, call_next: Handler) -> ModelResponse:
+        await call_next(ctx)
+        raise ResponseFormatError("the answer is not valid JSON")
+
+    async def no_wait(seconds: float) -> None:
+        return None
+
+    usage = Usage(200_000, 200_000, 1)
+    model = ScriptedModel([response("x", usage), response("y", usage), response("z", usage)])
+    agent = Agent(model, middleware=[budget(max_cost=0.20), retry(attempts=3, sleep=no_wait), reject])
+    with pytest.raises(BudgetExceeded) as caught:
+        await agent.run("hi")
+    assert caught.value.cost == pytest.approx(0.30)
+    assert caught.value.usage == Usage(400_000, 400_000, 2)
+    assert len(model.requests) == 2
+
+
+async def test_a_response_a_layer_inside_makes_itself_is_charged_once() -> None:
+    """A layer that answers without the model (with usage it reports) is charged, and only once."""
+    from onion import ModelCall
+
+    async def answer_myself(ctx: ModelCall, call_next: Handler) -> ModelResponse:
+        return response("mine", Usage(1_000_000, 0, 1))
+
+    result = await Agent(ScriptedModel([]), middleware=[budget(max_cost=1.0), answer_myself]).run("hi")
+    assert result.state["cost"] == pytest.approx(0.15)
+    assert result.usage == Usage(1_000_000, 0, 1)

@@ -621,3 +621,48 @@ async def test_a_model_returning_the_wrong_type_is_blamed_not_the_layers() -> No
 
     with pytest.raises(TypeError, match=r"model <Broken> returned str 'just text' where request\(\) must return"):
         await Agent(Broken(), middleware=[passthrough]).run("x")
+
+
+async def test_usage_counts_every_response_the_model_produced_even_those_a_layer_rejected() -> None:
+    """Three responses, two refused by a layer inside a retrying layer: the run's usage shows all three."""
+
+    async def try_three_times(ctx: ModelCall, call_next: Any) -> Any:
+        for _ in range(2):
+            try:
+                return await call_next(ctx)
+            except ValueError:
+                pass
+        return await call_next(ctx)
+
+    async def refuse_drafts(ctx: ModelCall, call_next: Any) -> Any:
+        response = await call_next(ctx)
+        if response.text.startswith("draft"):
+            raise ValueError("not final")
+        return response
+
+    usage = Usage(input_tokens=10, output_tokens=5, requests=1)
+    script = [ModelResponse(Message.assistant(text), usage) for text in ("draft 1", "draft 2", "final")]
+    agent = Agent(ScriptedModel(script), middleware=[try_three_times, refuse_drafts])
+    result = await agent.run("x")
+    assert result.output == "final"
+    assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.requests) == (30, 15, 3)
+
+
+async def test_a_response_a_layer_rebuilds_or_makes_itself_is_counted_once() -> None:
+    """A layer re-wrapping the model's response (same usage) adds nothing; one it makes itself counts."""
+
+    async def rewrap(ctx: ModelCall, call_next: Any) -> Any:
+        response = await call_next(ctx)
+        return ModelResponse(Message.assistant(response.text.upper()), response.usage)
+
+    usage = Usage(input_tokens=10, output_tokens=5, requests=1)
+    rewrapped = await Agent(ScriptedModel([ModelResponse(Message.assistant("ok"), usage)]), middleware=[rewrap]).run(
+        "x"
+    )
+    assert (rewrapped.output, rewrapped.usage) == ("OK", Usage(10, 5, 1))
+
+    async def answer(ctx: ModelCall, call_next: Any) -> Any:
+        return ModelResponse(Message.assistant("from elsewhere"), Usage(input_tokens=7, requests=1))
+
+    made = await Agent(ScriptedModel([]), middleware=[answer]).run("x")
+    assert made.usage == Usage(7, 0, 1)
