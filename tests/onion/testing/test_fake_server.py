@@ -252,3 +252,34 @@ async def test_it_works_as_an_async_context_manager(live_server_threads: Callabl
     async with FakeProviderServer(["hi"]) as fake:
         assert fake.remaining == 1
     assert live_server_threads() == []
+
+
+def test_thinking_blocks_are_sent_signed_and_checked_when_they_come_back(server: FakeProviderServer) -> None:
+    """A scripted thinking block is sent with the server's signature; a changed signature, or a tool-use turn
+    without its thinking block while thinking is enabled, is the 400 the real API gives (no script item used)."""
+    from onion import ToolRequest
+    from onion.testing._fake_wire import thinking_signature
+
+    blocks = [{"type": "thinking", "thinking": "hmm", "signature": ""}]
+    asked = Message("assistant", "", [ToolRequest("toolu_1", "add", {"a": 1})], meta={"anthropic_thinking": blocks})
+    server.script([ModelResponse(asked), "done"])
+    url = f"{server.url}/v1/messages"
+    status, _, body = post(url, {"model": "m", "max_tokens": 5, "messages": []})
+    thinking = json.loads(body)["content"][0]
+    assert thinking == {"type": "thinking", "thinking": "hmm", "signature": thinking_signature("hmm")}
+    tool_use = {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {"a": 1}}
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "1"}]}
+    enabled = {"thinking": {"type": "enabled", "budget_tokens": 1024}}
+
+    def send(content: list[dict[str, Any]]) -> tuple[int, bytes]:
+        messages = [{"role": "user", "content": "add"}, {"role": "assistant", "content": content}, result]
+        status, _, body = post(url, {"model": "m", "max_tokens": 5, "messages": messages, **enabled})
+        return status, body
+
+    status, body = send([{**thinking, "signature": "forged"}, tool_use])
+    assert status == 400 and "Invalid `signature`" in json.loads(body)["error"]["message"]
+    status, body = send([tool_use])
+    assert status == 400 and "must start with a thinking block" in json.loads(body)["error"]["message"]
+    assert server.remaining == 1
+    status, body = send([thinking, tool_use])
+    assert status == 200 and json.loads(body)["content"][0]["text"] == "done"
