@@ -37,11 +37,12 @@ class redact:
     so the history holds them redacted; `ToolResult.value` keeps the raw
     value for local code), and, with `responses=True`, the model's answer
     (its text and tool-call arguments, so tools receive the redacted values).
-    Each message is redacted once per run and remembered; one edited in place
-    gets a fresh pass when its `text` or `tool_calls` is reassigned.
+    Each message is redacted once per run and remembered (in the layer, never
+    in `run.state`, so nothing of it reaches `RunResult.state`); one edited in
+    place gets a fresh pass when its `text` or `tool_calls` is reassigned.
     """
 
-    __slots__ = ("builtin", "key", "replacement", "responses", "rules", "tool_results")
+    __slots__ = ("_memos", "builtin", "replacement", "responses", "rules", "tool_results")
 
     def __init__(
         self,
@@ -67,7 +68,8 @@ class redact:
                 raise TypeError(f"redact: {pattern!r} is not a regex (str or compiled) or a callable str -> str")
         if not self.rules:
             raise TypeError("redact(builtin=False) needs at least one pattern or callable to apply")
-        self.key = f"redact:{id(self):x}"
+        self._memos: dict[Run, _Memo] = {}
+        """Per running run, what each message sent so far was redacted to; kept out of `run.state`."""
 
     def text(self, text: str) -> str:
         """`text` with every rule applied."""
@@ -113,16 +115,16 @@ class redact:
             run.input = self.message(original)
         elif isinstance(original, list | tuple):
             run.input = [self.message(m) if isinstance(m, Message) else m for m in original]
+        self._memos[run] = {}
         try:
             result: RunResult = await call_next(run)
         finally:
             run.input = original
+            del self._memos[run]
         return result
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
-        memo: _Memo | None = call.run.state.get(self.key)
-        if memo is None:
-            memo = call.run.state[self.key] = {}
+        memo = self._memos.get(call.run, {})
         messages = call.messages
         for index, message in enumerate(messages):
             seen = memo.get(id(message))

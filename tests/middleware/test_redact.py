@@ -158,3 +158,11 @@ async def test_redact_hides_what_log_hides_passwords_pem_keys_and_cards_with_no_
     (user,) = sent(model, 0)
     assert user == "password: [REDACTED], card [REDACTED], mail [REDACTED]\n[REDACTED]"
     assert model.requests[1].messages[1].tool_calls[0].args == {"name": "x", "api_key": "[REDACTED]"}
+
+
+async def test_the_memo_of_redacted_messages_stays_out_of_run_state() -> None:
+    """`RunResult.state` holds only what the caller and their layers put there (a paused run serialises it)."""
+    model = ScriptedModel([[call("lookup", name="x")], "ok"])
+    result = await Agent(model, tools=[lookup]).use(redact).run("mail bob@corp.io", state={"user": "ann"})
+    assert result.state == {"user": "ann"}
+    assert sent(model)[0] == "mail [REDACTED]"
