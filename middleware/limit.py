@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -23,21 +24,6 @@ class LimitReached(OnionError):
         self.maximum = maximum
         self.messages = messages
         self.usage = usage
-
-
-class _Counts:
-    """One run's counters, kept in `run.state`."""
-
-    __slots__ = ("model", "over", "per_tool", "spent", "tools")
-
-    def __init__(self, spent: set[str]) -> None:
-        self.model = 0
-        self.tools = 0
-        self.per_tool: dict[str, int] = {}
-        self.spent = spent
-        """Tools whose `per_tool` bound is used up: no longer offered to the model."""
-        self.over: tuple[str, int] | None = None
-        """The bound (name, value) that ends the run at the next model call."""
 
 
 class limit:
@@ -85,23 +71,29 @@ class limit:
         self.per_tool = dict(per_tool or {})
         self.on_limit = on_limit
         self.final_text = final_text
-        self.key = f"limit:{id(self):x}"
+        bounds = json.dumps([model_calls, tool_calls, self.per_tool], sort_keys=True, separators=(",", ":"))
+        self.key = f"limit:{bounds}"
+        """Where a run's counters live in `run.state`: plain JSON data (they survive a pause), one entry per
+        configuration (the same in every process, so a run resumed elsewhere keeps counting)."""
 
-    def _counts(self, state: dict[str, Any]) -> _Counts:
-        counts = state.get(self.key)
+    def _counts(self, state: dict[str, Any]) -> dict[str, Any]:
+        counts: dict[str, Any] | None = state.get(self.key)
         if counts is None:
-            counts = state[self.key] = _Counts({name for name, n in self.per_tool.items() if n == 0})
+            spent = [name for name, n in self.per_tool.items() if n == 0]
+            counts = state[self.key] = {"model": 0, "tools": 0, "per_tool": {}, "spent": spent, "over": None}
         return counts
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
         counts = self._counts(call.run.state)
-        if counts.over is None and self.model_calls is not None and counts.model >= self.model_calls:
-            counts.over = ("model_calls", self.model_calls)
-        if counts.over is not None:
-            return self._stop(call, *counts.over)
-        counts.model += 1
-        if counts.spent:
-            call.tools = [t for t in call.tools if t.name not in counts.spent]
+        if counts["over"] is None and self.model_calls is not None and counts["model"] >= self.model_calls:
+            counts["over"] = ["model_calls", self.model_calls]
+        if counts["over"] is not None:
+            what, maximum = counts["over"]
+            return self._stop(call, what, maximum)
+        counts["model"] += 1
+        spent = counts["spent"]
+        if spent:
+            call.tools = [t for t in call.tools if t.name not in spent]
         response: ModelResponse = await call_next(call)
         return response
 
@@ -121,16 +113,22 @@ class limit:
     async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
         counts = self._counts(call.run.state)
         maximum = self.per_tool.get(call.name)
-        used = counts.per_tool.get(call.name, 0)
+        used = counts["per_tool"].get(call.name, 0)
         if maximum is not None and used >= maximum:
             return call.block(f"{call.name} may be called at most {maximum} times per run; go on without it")
-        if self.tool_calls is not None and counts.tools >= self.tool_calls:
-            counts.over = ("tool_calls", self.tool_calls)
+        if self.tool_calls is not None and counts["tools"] >= self.tool_calls:
+            counts["over"] = ["tool_calls", self.tool_calls]
             return call.block(f"this run reached its limit of {self.tool_calls} tool calls")
-        counts.tools += 1
+        counts["tools"] += 1
         if maximum is not None:
-            counts.per_tool[call.name] = used + 1
-            if used + 1 >= maximum:
-                counts.spent.add(call.name)
+            counts["per_tool"][call.name] = used + 1
+            if used + 1 >= maximum and call.name not in counts["spent"]:
+                counts["spent"].append(call.name)
         result: ToolResult = await call_next(call)
+        if call.pause_reason is not None:  # a layer inside paused it: it counts when it runs, on resume
+            counts["tools"] -= 1
+            if maximum is not None:
+                counts["per_tool"][call.name] = used
+                if call.name in counts["spent"] and used < maximum:
+                    counts["spent"].remove(call.name)
         return result

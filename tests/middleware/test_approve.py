@@ -89,3 +89,25 @@ def test_approve_refuses_a_matcher_it_cannot_use() -> None:
     with pytest.raises(TypeError, match="must hold tool names"):
         approve(["delete", 3])  # type: ignore[list-item]
     assert repr(approve("delete")) == "<approve('delete')>"
+
+
+async def test_a_run_with_redact_and_limit_pauses_as_json_and_limit_counts_each_call_once() -> None:
+    """`redact` keeps its memo out of `run.state` and `limit` keeps JSON counters there, so the run pauses;
+    after a resume from JSON, `limit` has counted the call that ran before the pause and the approved call
+    once each (a call paused inside it is not counted until it runs)."""
+    from middleware import limit, redact
+    from onion import RunState
+
+    secret = "sk-ant-api03-" + "x" * 40
+    script = [[BATCH[0]], [BATCH[1]], [ToolRequest("d", "read", {"path": "z"})], "unreachable"]
+    model = ScriptedModel(script)
+    stack = (redact, limit(tool_calls=2, on_limit="finish", final_text="stopped"), approve("delete"))
+    agent = Agent(model, tools=[read, delete, delete_all], middleware=stack)
+    result = await agent.run(f"my key is {secret}")
+    assert result.paused and secret not in model.requests[0].messages[0].text
+    state = RunState.from_json(result.to_state().to_json())
+    state.approve("b")
+    done = await agent.resume(state)
+    assert done.messages[4].text == "deleted /tmp/y"
+    assert done.messages[-2].text == "Tool call read was blocked: this run reached its limit of 2 tool calls"
+    assert done.output == "stopped"
