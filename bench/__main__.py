@@ -10,11 +10,11 @@ import sys
 import time
 from collections.abc import Callable
 
-from . import concurrency, imports, library, loop, peers, stack
+from . import concurrency, durable, imports, library, loop, peers, stack
 from .table import Row, render
 from .timing import FULL, QUICK, SMOKE, Scale
 
-SECTIONS = ("stack", "loop", "peers", "concurrency", "library", "import")
+SECTIONS = ("stack", "loop", "peers", "concurrency", "library", "durable", "import")
 
 
 def machine() -> str:
@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> None:
         "peers": lambda: peers.rows(scale, python),
         "concurrency": lambda: concurrency.rows(scale),
         "library": lambda: library.rows(scale),
+        "durable": lambda: durable.rows(scale),
         "import": lambda: imports.rows(scale),
     }
     rows: list[Row] = []

@@ -23,7 +23,7 @@ async def run_journaled(
     """Run `run` with a journal in `store`: created now, ended as completed or failed."""
     journal = run.journal
     if journal is None:
-        journal = run.journal = Journal(store, run.id, lease=agent.lease)
+        journal = run.journal = Journal(store, run.id, lease=agent.lease, owner=run.id)
         await journal.begin(run, session=None if session is None else session.session_id, session_from=session_from)
     try:
         result = await agent._run_chain(chains, run)

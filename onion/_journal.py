@@ -46,7 +46,18 @@ class Journal:
     that lost it gets `RunBusy` on its next write.
     """
 
-    __slots__ = ("_held", "_known", "_last", "_renewing", "lease", "owner", "recovered", "run_id", "store")
+    __slots__ = (
+        "_flush",
+        "_held",
+        "_known",
+        "_last",
+        "_renewing",
+        "lease",
+        "owner",
+        "recovered",
+        "run_id",
+        "store",
+    )
 
     def __init__(self, store: RunStore, run_id: str, *, lease: float, owner: str | None = None) -> None:
         self.store = store
@@ -56,6 +67,7 @@ class Journal:
         self.recovered: Replay | None = None
         """A resumed run's unfinished batch: finished first, without repeating recorded calls."""
         self._held: list[str] = []
+        self._flush: asyncio.Future[None] | None = None
         self._known = 0
         self._last: Message | None = None
         self._renewing: asyncio.Task[None] | None = None
@@ -114,13 +126,27 @@ class Journal:
     async def end(self, status: RunStatus, *, state: str | None = None, pending: int = 0) -> None:
         """Write what was held back, set the run's status and let go of it."""
         self._stop_renewing()
+        if self._flush is not None:
+            await asyncio.shield(self._flush)
         held, self._held = self._held, []
         await self.store.release_run(self.run_id, self.owner, status, state=state, pending=pending, entries=held)
 
     async def _write(self, entry: dict[str, Any]) -> None:
+        """Write `entry` with everything held; the calls of one batch writing at once share one round trip."""
         self._held.append(_dumps(entry))
-        held, self._held = self._held, []
-        await self.store.append_journal(self.run_id, self.owner, held, self.lease)
+        if self._flush is None:
+            self._flush = asyncio.ensure_future(self._write_held())
+        await asyncio.shield(self._flush)
+
+    async def _write_held(self) -> None:
+        """Write what is held, in order, until nothing is: one writer per run at a time."""
+        await asyncio.sleep(0)  # the batch's other calls add their entries first
+        try:
+            while self._held:
+                held, self._held = self._held, []
+                await self.store.append_journal(self.run_id, self.owner, held, self.lease)
+        finally:
+            self._flush = None
 
     def mark(self, messages: list[Message]) -> None:
         """The journal holds `messages`: the next model entry records what comes after them."""

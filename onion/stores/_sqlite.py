@@ -48,7 +48,10 @@ class SQLiteStore:
     worker thread: a lock held by another process (waited for up to
     `busy_timeout` seconds) never blocks the event loop. Writes that must be
     atomic (claiming a run, a rate-limit reservation) run in one
-    `BEGIN IMMEDIATE` transaction. `clock` (seconds since the epoch, shared
+    `BEGIN IMMEDIATE` transaction; writes that arrive while one is being
+    written are committed together (each in its own savepoint, so one
+    refused write leaves the others), so many concurrent runs share
+    round trips. `clock` (seconds since the epoch, shared
     by every process) decides leases and TTLs. Close it with `aclose()` /
     `close()`, or use it as a context manager.
     """
@@ -57,6 +60,9 @@ class SQLiteStore:
         self.path = str(path)
         self.clock = clock
         self._lock = threading.Lock()
+        self._queue: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
+        self._queue_lock = threading.Lock()
+        self._writing = False
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=busy_timeout)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -66,8 +72,50 @@ class SQLiteStore:
     # -- plumbing --------------------------------------------------------------
 
     async def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """`work(db)` in one write transaction, in a worker thread."""
-        return await asyncio.to_thread(self._locked_transaction, work)
+        """`work(db)` in a write transaction, in a worker thread, with the writes queued meanwhile."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[T] = loop.create_future()
+        with self._queue_lock:
+            self._queue.append((work, done))
+            start, self._writing = not self._writing, True
+        if start:
+            loop.run_in_executor(None, self._write_queued)
+        return await done
+
+    def _write_queued(self) -> None:
+        """In a worker thread: commit what is queued, one transaction per turn, until the queue is empty."""
+        while True:
+            with self._queue_lock:
+                batch, self._queue = self._queue, []
+                if not batch:
+                    self._writing = False
+                    return
+            with self._lock:
+                outcomes = self._commit(batch)
+            for (_, done), (ok, value) in zip(batch, outcomes, strict=True):
+                done.get_loop().call_soon_threadsafe(_settle, done, ok, value)
+
+    def _commit(self, batch: list[tuple[Callable[[sqlite3.Connection], Any], Any]]) -> list[tuple[bool, Any]]:
+        db = self._db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as error:
+            return [(False, error)] * len(batch)
+        outcomes: list[tuple[bool, Any]] = []
+        for work, _ in batch:
+            db.execute("SAVEPOINT write")
+            try:
+                outcomes.append((True, work(db)))
+            except BaseException as error:
+                db.execute("ROLLBACK TO write")
+                outcomes.append((False, error))
+            db.execute("RELEASE write")
+        try:
+            db.execute("COMMIT")
+        except sqlite3.Error as error:
+            db.execute("ROLLBACK")
+            return [(False, error)] * len(batch)
+        return outcomes
 
     async def _execute(self, statement: str, *parameters: Any) -> None:
         """One statement in its own write transaction, in a worker thread."""
@@ -75,20 +123,6 @@ class SQLiteStore:
 
     async def _read(self, statement: str, *parameters: Any) -> list[Any]:
         return await asyncio.to_thread(self._locked_read, statement, parameters)
-
-    def _locked_transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        with self._lock:
-            return self._transaction(work)
-
-    def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            result = work(self._db)
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
-        return result
 
     def _locked_read(self, statement: str, parameters: tuple[Any, ...]) -> list[Any]:
         with self._lock:
@@ -318,6 +352,15 @@ class SQLiteStore:
 
     def __repr__(self) -> str:
         return f"<SQLiteStore {self.path}>"
+
+
+def _settle(done: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if done.done():  # its awaiter was cancelled; the write happened anyway
+        return
+    if ok:
+        done.set_result(value)
+    else:
+        done.set_exception(value)
 
 
 def _record(db: sqlite3.Connection, run_id: str) -> RunRecord | None:

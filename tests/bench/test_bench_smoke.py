@@ -31,10 +31,10 @@ def smoke_table() -> tuple[str, dict[str, list[str]]]:
 
 
 def test_bench_prints_one_table_with_every_expected_row() -> None:
-    """Header, then stack, loop, peers (measured or skipped), concurrency, library and import rows."""
+    """Header, then stack, loop, peers (measured or skipped), concurrency, library, durable and import rows."""
     header, rows = smoke_table()
     assert header.startswith("onion benchmarks (smoke")
-    assert list(rows) == ["stack", "loop", "peers", "concurrency", "library", "import"]
+    assert list(rows) == ["stack", "loop", "peers", "concurrency", "library", "durable", "import"]
     expected = {
         "stack": [
             f"{kind} kind, {n}" for kind in ("model", "tool") for n in ("0 layers", "1 layer,", "5 l", "10 l", "20 l")
@@ -43,6 +43,7 @@ def test_bench_prints_one_table_with_every_expected_row() -> None:
         "peers": ["LangChain", "pydantic-ai", "OpenAI Agents"],
         "concurrency": ["wall, onion", "wall, hand loop", "peak RSS per run", "tracemalloc peak per run"],
         "library": [""],
+        "durable": ["SQLiteStore", "per model call", "per tool call", "concurrent journaled runs"],
         "import": ["import onion", "import middleware"],
     }
     for section, names in expected.items():

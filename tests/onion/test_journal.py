@@ -214,3 +214,18 @@ async def test_resume_refuses_an_agent_without_the_runs_tools() -> None:
     with pytest.raises(OnionError, match=r"\['gone'\]"):
         await Agent(ScriptedModel([]), store=store).recover(record.run_id)
     assert (await store.run_record(record.run_id)).status == "failed"  # type: ignore[union-attr]
+
+
+async def test_the_calls_of_one_parallel_batch_share_their_writes() -> None:
+    """Three parallel calls: their starts go in one write (with the model response), their results in another."""
+    store = CountingStore()
+
+    @tool
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    model = ScriptedModel([[call("add", a=1, b=2), call("add", a=3, b=4), call("add", a=5, b=6)], "done"])
+    result = await Agent(model, tools=[add], store=store).run("go")
+    assert store.trips == {"start_run": 1, "append_journal": 2, "release_run": 1}
+    kinds = [e["k"] for e in entries(store, result.run_id)]
+    assert kinds == ["start", "model", "tool", "tool", "tool", "result", "result", "result", "model"]
