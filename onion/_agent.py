@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ._calls import ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
 from ._copies import own_message
-from ._durable import finish_recovered_batch, resume_from_store, run_journaled
+from ._durable import finish_recovered_batch, rejection_text, resume_from_store, resume_paused, run_journaled
 from ._events import (
     Event,
     ModelCallFinished,
@@ -247,6 +247,8 @@ class Agent:
 
     async def _run(self, chains: _Chains, run: Run, session: Session | None = None, session_from: int = 0) -> RunResult:
         if self.store is not None:
+            if run._resumed is not None:
+                return await resume_paused(self, chains, run, self.store, run._resumed)
             run.id = f"run-{uuid.uuid4().hex}"
             return await run_journaled(self, chains, run, self.store, session, session_from)
         return await self._run_chain(chains, run)
@@ -371,7 +373,7 @@ class Agent:
         requests = []
         for pending in state.pending:
             if pending.decision == "rejected":
-                text = f"Tool call {pending.name} was rejected: {pending.rejection}"
+                text = rejection_text(pending.name, pending.rejection)
                 settled[pending.id] = Message.tool(pending.id, text, True)
             else:
                 args = pending.edited_args if pending.decision == "edited" else pending.args

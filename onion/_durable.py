@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import TYPE_CHECKING
 
 from ._calls import ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
 from ._journal import INTERRUPTED, Journal, Replay, replay
 from ._messages import Message
 from ._stack import bad_result
-from .errors import OnionError, RunBusy, RunNotFound
+from .errors import OnionError, RunBusy, RunNotFound, RunStateError
 
 if TYPE_CHECKING:
     from ._agent import Agent, _Chains
+    from ._state import RunState
     from .stores import Session, Store
 
 
@@ -30,8 +32,51 @@ async def run_journaled(
     except BaseException:
         await asyncio.shield(_let_go(journal))
         raise
-    await journal.end("completed")
+    if result.paused:
+        await journal.end("paused", state=result.to_state().to_json(), pending=len(result.pending))
+    else:
+        await journal.end("completed")
     return result
+
+
+async def resume_paused(agent: Agent, chains: _Chains, run: Run, store: Store, state: RunState) -> RunResult:
+    """Go on with a paused run (decided `state`) as the one worker holding it in `store`.
+
+    The run is claimed first: `RunBusy` when another worker resumed it (or
+    holds it). A run the store never saw (paused on an agent without this
+    store) is journaled from here on. Rejections are journaled with the
+    batch, so a crash later never runs a rejected call.
+    """
+    journal = run.journal = Journal(store, run.id, lease=agent.lease)
+    try:
+        record = await store.claim_run(run.id, journal.owner, agent.lease, paused_only=True)
+    except RunNotFound:
+        await journal.begin(run)
+        record = None
+        for message in state.answered:
+            journal.hold_result(message.tool_call_id or "", ToolResult(message.text, is_error=message.is_error))
+    else:
+        journal.renew_in_background()
+        journal.mark(run.messages)
+    for call in state.pending:
+        if call.decision == "rejected":
+            journal.hold_result(call.id, ToolResult(rejection_text(call.name, call.rejection), is_error=True))
+    result = await run_journaled(agent, chains, run, store, None, 0)
+    if record is not None and record.session is not None and not result.paused:
+        start = json.loads((await store.journal(run.id))[0])
+        await _append_to_session(store, record.session, result.messages[start.get("session_from", 0) :])
+    return result
+
+
+def rejection_text(name: str, reason: str | None) -> str:
+    """What the model reads for a rejected call."""
+    return f"Tool call {name} was rejected: {reason}"
+
+
+async def _append_to_session(store: Store, session_id: str, messages: list[Message]) -> None:
+    conversation = store.session(session_id)
+    async with conversation.lock():
+        await conversation.append(messages)
 
 
 async def _let_go(journal: Journal) -> None:
@@ -46,6 +91,13 @@ async def resume_from_store(agent: Agent, store: Store, run_id: str) -> RunResul
     Raises `RunBusy` when another worker holds it (or it has ended),
     `RunNotFound` when the store never saw it.
     """
+    record = await store.run_record(run_id)
+    if record is not None and record.status == "paused":
+        raise RunStateError(
+            f"run {run_id!r} is paused, waiting for decisions on {record.pending} call(s): "
+            "load it with `state = await store.load(run_id)`, decide (state.approve(id), state.reject(id, reason=...), "
+            "state.edit(id, args)), then `await agent.resume(state)`"
+        )
     journal = Journal(store, run_id, lease=agent.lease)
     await store.claim_run(run_id, journal.owner, agent.lease)
     journal.renew_in_background()
@@ -65,10 +117,8 @@ async def resume_from_store(agent: Agent, store: Store, run_id: str) -> RunResul
     else:
         journal.recovered = replayed if replayed.unanswered else None
         result = await run_journaled(agent, agent._compiled(), run, store, None, 0)
-    if replayed.session is not None:
-        conversation = store.session(replayed.session)
-        async with conversation.lock():
-            await conversation.append(result.messages[replayed.session_from :])
+    if replayed.session is not None and not result.paused:
+        await _append_to_session(store, replayed.session, result.messages[replayed.session_from :])
     return result
 
 

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 from ._calls import ModelResponse, ToolResult
 from ._messages import Message, ToolRequest, Usage
 from .errors import OnionError, RunBusy
-from .stores._codec import message_from_dict, message_to_dict
 
 if TYPE_CHECKING:
     from ._calls import Run, ToolCall
@@ -77,8 +76,10 @@ class Journal:
         entry = {
             "k": "start",
             "agent": run.agent.name,
-            "messages": [message_to_dict(m) for m in run.messages],
+            "messages": [m.to_dict() for m in run.messages],
             "state": run.state,
+            "steps": run.steps,
+            "usage": run.usage.to_dict(),
             "session": session,
             "session_from": session_from,
         }
@@ -101,9 +102,9 @@ class Journal:
         added = messages if reset else messages[known:-1]
         entry: dict[str, Any] = {
             "k": "model",
-            "before": [message_to_dict(m) for m in added if m is not response.message],
-            "response": message_to_dict(response.message),
-            "usage": _usage(response.usage),
+            "before": [m.to_dict() for m in added if m is not response.message],
+            "response": response.message.to_dict(),
+            "usage": response.usage.to_dict(),
             "state": run.state,
         }
         if reset:
@@ -203,11 +204,16 @@ def replay(run_id: str, entries: list[str]) -> Replay:
             raise ValueError("the first entry is not the run's start")
         run = Replay(
             first["agent"],
-            [message_from_dict(m) for m in first["messages"]],
+            [Message.from_dict(m) for m in first["messages"]],
             first["state"],
+            steps=first.get("steps", 0),
+            usage=Usage(**first.get("usage", {})),
             session=first.get("session"),
             session_from=first.get("session_from", 0),
         )
+        last = run.messages[-1] if run.messages else None
+        if last is not None and last.role == "assistant":
+            run.unanswered = list(last.tool_calls)  # a run journaled from where it paused
         for text in entries[1:]:
             _apply(run, json.loads(text))
     except (ValueError, KeyError, TypeError, IndexError) as error:
@@ -221,12 +227,12 @@ def replay(run_id: str, entries: list[str]) -> Replay:
 def _apply(run: Replay, entry: dict[str, Any]) -> None:
     kind = entry["k"]
     if kind == "model":
-        before = [message_from_dict(m) for m in entry["before"]]
+        before = [Message.from_dict(m) for m in entry["before"]]
         if entry.get("reset"):
             run.messages = before
         else:
             run.messages += before
-        response = message_from_dict(entry["response"])
+        response = Message.from_dict(entry["response"])
         run.messages.append(response)
         run.steps += 1
         run.usage.add(Usage(**entry["usage"]))
@@ -239,15 +245,6 @@ def _apply(run: Replay, entry: dict[str, Any]) -> None:
         run.results[entry["id"]] = ToolResult(entry["content"], is_error=entry["error"], call_id=entry["id"])
     else:
         raise ValueError(f"unknown entry kind {kind!r}")
-
-
-def _usage(usage: Usage) -> dict[str, int]:
-    return {
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "requests": usage.requests,
-        "cached_input_tokens": usage.cached_input_tokens,
-    }
 
 
 def _result_entry(call_id: str, result: ToolResult) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from typing import Any
 
 from ._journal import replay
 from ._messages import Message
+from ._state import RunState
 from .stores import RunRecord, SQLiteStore
-from .stores._codec import message_from_dict
 
 
 async def list_runs(db: Path, *, limit: int = 100, now: float | None = None) -> str:
@@ -67,14 +67,9 @@ async def show_run(db: Path, run_id: str, *, now: float | None = None) -> str:
 def _history(record: RunRecord, entries: list[str]) -> tuple[list[Message], list[str]]:
     """The messages, and a line per call still waiting: from the saved state when paused, else the journal."""
     if record.status == "paused" and record.state:
-        data = json.loads(record.state)
-        messages = [message_from_dict(m) for m in [*data.get("messages", ()), *data.get("answered", ())]]
-        pending = [
-            f"{c['id']}  {c['name']}({_args(c['args'])})  paused: {c.get('reason', '')}"
-            + (f"  decision: {c['decision']}" if c.get("decision") else "")
-            for c in data.get("pending", ())
-        ]
-        return messages, pending
+        state = RunState.from_json(record.state)
+        pending = [f"{c.id}  {c.name}({_args(c.args)})  paused: {c.reason}" for c in state.pending]
+        return [*state.messages, *state.answered], pending
     if not entries:
         return [], []
     replayed = replay(record.run_id, entries)

@@ -8,11 +8,12 @@ from collections.abc import Callable, Sequence
 
 from ..errors import RunBusy, RunNotFound
 from ._buckets import Bucket
+from ._load import StateLoader
 from ._protocols import RunRecord, RunStatus
 from ._session import Session
 
 
-class MemoryStore:
+class MemoryStore(StateLoader):
     """Runs, journals, sessions, cache entries and rate counters in dicts; gone with the process.
 
     `clock` (seconds, default `time.time`) decides leases, TTLs and rate
@@ -41,10 +42,10 @@ class MemoryStore:
         self._runs[run_id] = RunRecord(run_id, agent, "running", now, now, owner, now + lease, session=session)
         self._journals[run_id] = list(entries)
 
-    async def claim_run(self, run_id: str, owner: str, lease: float) -> RunRecord:
+    async def claim_run(self, run_id: str, owner: str, lease: float, *, paused_only: bool = False) -> RunRecord:
         record = self._record(run_id)
         now = self.clock()
-        refusal = claim_refusal(record, now)
+        refusal = claim_refusal(record, now, paused_only)
         if refusal is not None:
             raise RunBusy(refusal, run_id=run_id, status=record.status)
         record.status, record.owner, record.lease_expires, record.updated = "running", owner, now + lease, now
@@ -171,10 +172,15 @@ class MemoryStore:
         return f"<MemoryStore runs={len(self._runs)} sessions={len(self._sessions)} cached={len(self._cache)}>"
 
 
-def claim_refusal(record: RunRecord, now: float) -> str | None:
+def claim_refusal(record: RunRecord, now: float, paused_only: bool = False) -> str | None:
     """Why `record` cannot be claimed now, or None when it can."""
-    if record.status in ("paused", "failed"):
+    if record.status == "paused" or (record.status == "failed" and not paused_only):
         return None
+    if paused_only:
+        return (
+            f"run {record.run_id!r} is {record.status}, no longer paused: another worker resumed it; "
+            "load its state again (store.load) if it paused again"
+        )
     if record.status == "running":
         if record.lease_expires is not None and record.lease_expires <= now:
             return None

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from .._state import RunState
     from ._session import Session
 
 RunStatus = Literal["running", "paused", "completed", "failed"]
@@ -55,12 +56,13 @@ class RunStore(Protocol):
         """Create `run_id` as running, held by `owner`, with its first journal entries."""
         ...
 
-    async def claim_run(self, run_id: str, owner: str, lease: float) -> RunRecord:
-        """Take a paused run, or a running one whose lease expired, for `owner`.
+    async def claim_run(self, run_id: str, owner: str, lease: float, *, paused_only: bool = False) -> RunRecord:
+        """Take a paused or failed run, or a running one whose lease expired, for `owner`.
 
         Atomic: of two workers claiming one run, one gets the record, the
-        other `RunBusy` (also when the run completed or failed). An unknown
-        run raises `RunNotFound`.
+        other `RunBusy` (also when the run completed). `paused_only`: only
+        a paused run (resuming a `RunState` that another worker may have
+        resumed already). An unknown run raises `RunNotFound`.
         """
         ...
 
@@ -99,6 +101,10 @@ class RunStore(Protocol):
 
     async def delete_run(self, run_id: str) -> None:
         """Forget the run and its journal."""
+        ...
+
+    async def load(self, run_id: str) -> RunState:
+        """The run as a `RunState` (paused or completed); `StateLoader` implements it from the methods above."""
         ...
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
 
 from .._messages import Message
-from ._codec import decode_message, encode_message
 from ._protocols import SessionStore
 
 
@@ -33,12 +33,14 @@ class Session:
 
     async def messages(self) -> list[Message]:
         """The conversation so far, oldest first."""
-        return [decode_message(text) for text in await self.store.session_messages(self.session_id)]
+        return [Message.from_dict(json.loads(text)) for text in await self.store.session_messages(self.session_id)]
 
     async def append(self, messages: Sequence[Message]) -> None:
         """Append `messages` in one transaction."""
         if messages:
-            await self.store.session_append(self.session_id, [encode_message(m) for m in messages])
+            await self.store.session_append(
+                self.session_id, [json.dumps(m.to_dict(), ensure_ascii=False) for m in messages]
+            )
 
     async def clear(self) -> None:
         """Forget the conversation."""

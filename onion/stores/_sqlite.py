@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from ..errors import RunBusy, RunNotFound
 from ._buckets import Bucket
+from ._load import StateLoader
 from ._memory import claim_refusal, lost_message
 from ._protocols import RunRecord, RunStatus
 from ._session import Session
@@ -41,7 +42,7 @@ CREATE TABLE IF NOT EXISTS onion_rates (
 _RUN_COLUMNS = "run_id, agent, status, created, updated, owner, lease_expires, state, session, pending"
 
 
-class SQLiteStore:
+class SQLiteStore(StateLoader):
     """Runs, journals, sessions, cache entries and rate counters in the SQLite file at `path`.
 
     WAL mode, so readers never wait for the writer. Every query runs in a
@@ -147,14 +148,14 @@ class SQLiteStore:
 
         await self._write(start)
 
-    async def claim_run(self, run_id: str, owner: str, lease: float) -> RunRecord:
+    async def claim_run(self, run_id: str, owner: str, lease: float, *, paused_only: bool = False) -> RunRecord:
         now = self.clock()
 
         def claim(db: sqlite3.Connection) -> RunRecord:
             record = _record(db, run_id)
             if record is None:
                 raise RunNotFound(f"no run {run_id!r} in the store (never journaled here, or deleted)")
-            refusal = claim_refusal(record, now)
+            refusal = claim_refusal(record, now, paused_only)
             if refusal is not None:
                 raise RunBusy(refusal, run_id=run_id, status=record.status)
             db.execute(

@@ -1,0 +1,136 @@
+"""Paused runs on an agent with a store: saved, loaded by id, claimed once, journaled across the pause."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from middleware import approve
+from onion import Agent, ModelCall, ToolCall, ToolRequest, check_history, tool
+from onion.errors import RunBusy, RunStateError
+from onion.stores import MemoryStore
+from onion.testing import FunctionModel, ScriptedModel
+
+
+class Crash(BaseException):
+    """The worker dies."""
+
+
+def batch() -> list[ToolRequest]:
+    return [ToolRequest("a", "pay", {"amount": 1}), ToolRequest("b", "pay", {"amount": 2})]
+
+
+def tools_and_log() -> tuple[list[Any], list[int]]:
+    paid: list[int] = []
+
+    @tool
+    def pay(amount: int) -> str:
+        paid.append(amount)
+        return f"paid {amount}"
+
+    return [pay], paid
+
+
+def answer_with_tool_texts(call: ModelCall) -> Any:
+    if call.messages[-1].role == "user":
+        return batch()
+    check_history(call.messages)
+    return " / ".join(m.text for m in call.messages if m.role == "tool")
+
+
+async def test_a_paused_run_is_kept_in_the_store_and_loaded_by_its_id() -> None:
+    """The pause is saved (status paused, pending calls); store.load gives the state to decide and resume."""
+    store = MemoryStore()
+    tools, paid = tools_and_log()
+    agent = Agent(FunctionModel(answer_with_tool_texts), tools=tools, store=store).use(approve("pay"))
+    result = await agent.run("pay both")
+    assert result.paused
+    record = await store.run_record(result.run_id)
+    assert record is not None and (record.status, record.pending) == ("paused", 2)
+    state = await store.load(result.run_id)
+    assert [c.id for c in state.pending] == ["a", "b"]
+    state.approve("a")
+    state.reject("b", reason="too much")
+    done = await agent.resume(state)
+    assert done.output == "paid 1 / Tool call pay was rejected: too much" and paid == [1]
+    assert (await store.run_record(result.run_id)).status == "completed"  # type: ignore[union-attr]
+    assert (await store.load(result.run_id)).output == done.output
+
+
+async def test_resuming_a_paused_run_by_id_without_decisions_says_how_to_decide() -> None:
+    """agent.resume(run_id) on a paused run is a RunStateError pointing at store.load and the decisions."""
+    store = MemoryStore()
+    tools, paid = tools_and_log()
+    agent = Agent(FunctionModel(answer_with_tool_texts), tools=tools, store=store).use(approve("pay"))
+    result = await agent.run("pay both")
+    with pytest.raises(RunStateError, match=r"store\.load"):
+        await agent.resume(result.run_id)
+    assert paid == []
+
+
+async def test_one_state_resumed_twice_runs_once_the_second_gets_run_busy() -> None:
+    """Two resumes of one paused run: the first wins, the second raises RunBusy and runs nothing."""
+    store = MemoryStore()
+    tools, paid = tools_and_log()
+    agent = Agent(FunctionModel(answer_with_tool_texts), tools=tools, store=store).use(approve("pay"))
+    result = await agent.run("pay both")
+    first, second = await store.load(result.run_id), await store.load(result.run_id)
+    first.approve_all()
+    second.approve_all()
+    await agent.resume(first)
+    with pytest.raises(RunBusy, match="no longer paused"):
+        await agent.resume(second)
+    assert paid == [1, 2]
+
+
+async def test_a_crash_after_the_resume_never_runs_a_rejected_call() -> None:
+    """The resuming worker dies in the approved call: recovery reports it interrupted, never runs the rejected one."""
+    store = MemoryStore()
+    tools, paid = tools_and_log()
+
+    async def crash_after_pay(call: ToolCall, call_next: Any) -> Any:
+        result = await call_next(call)
+        if call.approved:
+            raise Crash
+        return result
+
+    agent = Agent(FunctionModel(answer_with_tool_texts), tools=tools, store=store).use(approve("pay"))
+    result = await agent.run("pay both")
+    state = await store.load(result.run_id)
+    state.approve("a")
+    state.reject("b", reason="no")
+    with pytest.raises(Crash):
+        await Agent(ScriptedModel([]), tools=tools, store=store).use(approve("pay"), crash_after_pay).resume(state)
+    assert paid == [1]
+    recovered = await agent.resume(result.run_id)
+    assert paid == [1]
+    assert "pay was interrupted" in recovered.output and "Tool call pay was rejected: no" in recovered.output
+
+
+async def test_a_state_paused_without_a_store_is_journaled_when_resumed_with_one() -> None:
+    """A RunState from an agent without a store resumes on one with a store: journaled from there on."""
+    tools, paid = tools_and_log()
+    paused = await Agent(FunctionModel(answer_with_tool_texts), tools=tools).use(approve("pay")).run("pay both")
+    state = paused.to_state()
+    state.approve_all()
+    store = MemoryStore()
+    done = await Agent(FunctionModel(answer_with_tool_texts), tools=tools, store=store).resume(state)
+    assert done.output == "paid 1 / paid 2" and paid == [1, 2]
+    record = await store.run_record(paused.run_id)
+    assert record is not None and record.status == "completed"
+
+
+async def test_a_paused_run_on_a_session_is_appended_when_it_completes_after_resume() -> None:
+    """Paused: the session is unchanged. Completed after resume: the whole run is appended."""
+    store = MemoryStore()
+    tools, _ = tools_and_log()
+    agent = Agent(FunctionModel(answer_with_tool_texts), tools=tools, store=store).use(approve("pay"))
+    paused = await agent.run("pay both", session="s")
+    assert await store.session("s").messages() == []
+    state = await store.load(paused.run_id)
+    state.approve_all()
+    done = await agent.resume(state)
+    kept = await store.session("s").messages()
+    assert [m.role for m in kept] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert kept[-1].text == done.output
