@@ -155,6 +155,47 @@ def scrub_value(value: Any, patterns: Sequence[re.Pattern[str]] = BUILTIN, repla
     return value
 
 
+_SEPARATOR = r"[ \-.\u00a0\u2007\u202f]"
+
+_OPEN = re.compile(
+    r"(?<![0-9])(?<![0-9]" + _SEPARATOR + r")[0-9](?:" + _SEPARATOR + r"?[0-9])*+" + _SEPARATOR + r"?\Z"
+    r"|(?<![\w-])[\w-]*?(?i:" + _SECRET_WORDS + r")[\w-]*+(?:\\?[\"'])?\s*+"
+    r"(?:[:=]\s*+(?:(?i:bearer|basic|token)(?:\s++|\Z))?(?:\"[^\"]*+|'[^']*+|[^\s,;}&]*+))?\Z"
+    r"|(?<![A-Za-z0-9])(?i:bearer|basic)\s*+[A-Za-z0-9._~+/-]*+=*\Z"
+)
+"""A card number's digits, a secret's name (with its value so far), or a bearer token, reaching the end of the text."""
+
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]*-----")
+
+_SPANNING = (PRIVATE_KEY, SECRET_ASSIGNMENT, BEARER, CARD_NUMBER)
+"""The built-in patterns whose matches may hold spaces or line breaks."""
+
+
+def open_match_start(text: str) -> int:
+    """Where a built-in match may still be going on at the end of `text` (`len(text)`: nowhere).
+
+    More text could extend or complete a match that starts there: the last
+    word, a card number's digits, a secret's name and its value so far, a PEM
+    block without its `END` line. `scrub(text[:i])` for this `i` hides what
+    scrubbing the whole text, once it has all arrived, would hide there.
+    """
+    start = max(text.rfind(" "), text.rfind("\n"), text.rfind("\t"), text.rfind("\r")) + 1
+    found = _OPEN.search(text)
+    if found is not None:
+        start = min(start, found.start())
+    begin = text.rfind("-----BEGIN")
+    if begin >= 0 and _PEM_END.search(text, begin) is None:
+        start = min(start, begin)
+    moved = True
+    while moved:  # a whole match that spans words (a quoted value, a PEM block) is not cut either
+        moved = False
+        for pattern in _SPANNING:
+            for match in pattern.finditer(text):
+                if match.start() < start < match.end():
+                    start, moved = match.start(), True
+    return start
+
+
 def _may_match(pattern: re.Pattern[str], lowered: str) -> bool:
     clue = _CLUES.get(pattern)
     if clue is None:
@@ -192,6 +233,7 @@ __all__ = [
     "SECRET_ASSIGNMENT",
     "SECRET_NAME",
     "luhn_valid",
+    "open_match_start",
     "scrub",
     "scrub_value",
 ]

@@ -8,11 +8,23 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from onion import Handler, Message, ModelCall, ModelResponse, Run, RunResult, ToolCall, ToolRequest, ToolResult
+from onion import (
+    Handler,
+    Message,
+    ModelCall,
+    ModelResponse,
+    Run,
+    RunResult,
+    StreamReset,
+    TextDelta,
+    ToolCall,
+    ToolRequest,
+    ToolResult,
+)
 
-from .patterns import BUILTIN, SECRET_NAME, luhn_valid, scrub
+from .patterns import BUILTIN, SECRET_NAME, luhn_valid, open_match_start, scrub
 
-__all__ = ["luhn_valid", "redact"]
+__all__ = ["RedactedStream", "luhn_valid", "redact"]
 
 Rule = Callable[[str], str]
 _Memo = dict[int, tuple[Message, str, list[ToolRequest], Message]]
@@ -107,8 +119,14 @@ class redact:
         return replace(message, text=text, tool_calls=calls)
 
     async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
-        """Layers inside see the run's `input` redacted (a `log` there records it so); restored after."""
-        original = run.input
+        """Layers inside see the run's `input` redacted (a `log` there records it so); restored after.
+
+        With `responses=True`, a streamed run's `TextDelta`s are redacted on their way to the consumer.
+        """
+        original, emit = run.input, run.emit
+        stream = None
+        if self.responses and emit is not None:
+            run.emit = stream = RedactedStream(emit, self.text)
         if isinstance(original, str):
             run.input = self.text(original)
         elif isinstance(original, Message):
@@ -121,6 +139,9 @@ class redact:
         finally:
             run.input = original
             del self._memos[run]
+            if stream is not None:
+                stream.flush()
+                run.emit = emit
         return result
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
@@ -153,3 +174,48 @@ class redact:
             if content != result.content:
                 return ToolResult(content=content, is_error=result.is_error, call_id=result.call_id, value=result.value)
         return result
+
+
+class RedactedStream:
+    """Passes stream events on to `emit`, with the text of every `TextDelta` redacted.
+
+    Text is held back only from where a built-in pattern may still be
+    matching at its end (`patterns.open_match_start`: the last word, a card
+    number's digits, a secret's name and value, an unfinished PEM block) and
+    goes out, redacted, with the delta that completes it, or before the next
+    event of any other kind. A `StreamReset` drops what is held. At most
+    `MAX_HELD` characters are held: past that, text goes out up to the last
+    line break or space. Your own patterns are applied to each piece that
+    goes out, so one that spans a space may be missed when split.
+    """
+
+    MAX_HELD = 16_384
+
+    __slots__ = ("emit", "held", "redact")
+
+    def __init__(self, emit: Callable[[Any], None], redact: Rule) -> None:
+        self.emit = emit
+        self.redact = redact
+        self.held = ""
+
+    def __call__(self, event: Any) -> None:
+        if isinstance(event, TextDelta):
+            text = self.held + event.text
+            cut = open_match_start(text)
+            if len(text) - cut > self.MAX_HELD:
+                cut = max(text.rfind("\n"), text.rfind(" ")) + 1 or len(text) - self.MAX_HELD
+            self.held = text[cut:]
+            if cut:
+                self.emit(TextDelta(self.redact(text[:cut])))
+            return
+        if isinstance(event, StreamReset):
+            self.held = ""
+        else:
+            self.flush()
+        self.emit(event)
+
+    def flush(self) -> None:
+        """Send what is held, redacted."""
+        if self.held:
+            held, self.held = self.held, ""
+            self.emit(TextDelta(self.redact(held)))

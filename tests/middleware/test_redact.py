@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from middleware import redact
-from middleware.redact import luhn_valid
-from onion import Agent, Handler, Message, ModelCall, Run, RunResult, ToolRequest, check_history, tool
+from middleware.patterns import scrub
+from middleware.redact import RedactedStream, luhn_valid
+from onion import (
+    Agent,
+    Handler,
+    Message,
+    ModelCall,
+    Run,
+    RunFinished,
+    RunResult,
+    TextDelta,
+    ToolRequest,
+    check_history,
+    tool,
+)
 from onion.testing import FunctionModel, ScriptedModel, call
 
 KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz"
@@ -166,3 +184,80 @@ async def test_the_memo_of_redacted_messages_stays_out_of_run_state() -> None:
     result = await Agent(model, tools=[lookup]).use(redact).run("mail bob@corp.io", state={"user": "ann"})
     assert result.state == {"user": "ann"}
     assert sent(model)[0] == "mail [REDACTED]"
+
+
+class PiecewiseModel(ScriptedModel):
+    """Streams each answer in pieces of `size` characters."""
+
+    def __init__(self, script: list[Any], size: int) -> None:
+        super().__init__(script)
+        self.size = size
+
+    async def stream(self, call: ModelCall) -> AsyncIterator[Any]:
+        self.requests.append(call)
+        response = await self.respond(call)
+        for start in range(0, len(response.text), self.size):
+            yield TextDelta(response.text[start : start + self.size])
+        yield response
+
+
+LEAKY_ANSWER = (
+    "Mail jane.doe@example.com or josé@correo.es, card 4111\u00a01111\u00a01111\u00a01111 "
+    f"(or 4012-8888-8888-1881), key {KEY}\nand sk-proj-ABCDEFGHIJKLMNOPQRSTUV, "
+    'password: "open sesame now", Authorization: Bearer abcdef.ghijkl.mnop\n'
+    "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\nbye 4111 1111 1111 1111"
+)
+SECRETS_IN_ANSWER = ["jane.doe", "josé", "4111", "4012", KEY[6:], "ABCDEFGHIJ", "sesame", "abcdef.ghijkl", "MIIEvQ"]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 13, 1000])
+async def test_streamed_text_deltas_are_redacted_like_the_final_answer(size: int) -> None:
+    """`agent.stream` shows what `result.output` shows: secrets split across deltas are held until whole."""
+    agent = Agent(PiecewiseModel([LEAKY_ANSWER], size)).use(redact(responses=True))
+    streamed, result = "", None
+    async for event in agent.stream("hi"):
+        if isinstance(event, TextDelta):
+            streamed += event.text
+        elif isinstance(event, RunFinished):
+            result = event.result
+    assert result is not None and streamed == result.output
+    for secret in SECRETS_IN_ANSWER:
+        assert secret not in streamed, secret
+    assert streamed.startswith("Mail [REDACTED] or [REDACTED], card [REDACTED] ") and streamed.endswith(
+        "bye [REDACTED]"
+    )
+
+
+async def test_stream_deltas_are_sent_as_soon_as_no_pattern_can_still_match() -> None:
+    """Only what a pattern split across deltas needs is held: plain words go out with the delta after them."""
+    agent = Agent(PiecewiseModel(["hello there, my card is 4111 1111 1111 1111 ok"], 6)).use(redact(responses=True))
+    deltas = [event.text async for event in agent.stream("hi") if isinstance(event, TextDelta)]
+    assert deltas[:3] == ["hello ", "there, my ", "card is "]
+    assert "".join(deltas) == "hello there, my card is [REDACTED] ok"
+    assert "[REDACTED] " in deltas
+
+
+FRAGMENTS = [
+    *("sk-ant-", "proj-", "abcdefgh", "ABCDEFGHIJKLMNOP", "AKIA", "ghp_", "0123", "4111", "1111", " ", "\n", "\u00a0"),
+    *("-", ".", ",", "_", "@", "x.com", "é", "password", ": ", "=", '"', "'", "Bearer ", "Authorization", "token "),
+    *("-----BEGIN PRIVATE KEY-----", "-----END PRIVATE KEY-----", "MIIE"),
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(FRAGMENTS), max_size=16).map("".join),
+    st.lists(st.integers(1, 12), min_size=1, max_size=30),
+)
+def test_a_stream_split_anywhere_is_redacted_exactly_like_the_whole_text(text: str, sizes: list[int]) -> None:
+    """Whatever the delta boundaries, the deltas sent on join to `scrub(whole text)`."""
+    sent: list[str] = []
+    stream = RedactedStream(lambda event: sent.append(event.text), scrub)
+    start = 0
+    for size in itertools.islice(itertools.cycle(sizes), len(text)):
+        if start >= len(text):
+            break
+        stream(TextDelta(text[start : start + size]))
+        start += size
+    stream.flush()
+    assert "".join(sent) == scrub(text)
