@@ -213,6 +213,8 @@ async def _pause_unapproved(batch: ToolBatch, reason: str, call_next: Handler) -
             ran = await call_next(batch)
         finally:
             batch.calls = calls
+    if len(ran) != len(approved):
+        return ran  # the agent names the tools layers that returned the wrong number of results
     results = iter(ran)
     return [next(results) if call.approved else call.pause(reason) for call in calls]
 

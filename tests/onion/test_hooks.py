@@ -351,3 +351,28 @@ async def test_a_failing_before_each_tool_guard_stops_the_run_and_on_error_does_
     with pytest.raises(PermissionError, match="mail is disabled"):
         await agent.run("go")
     assert recovered == [] and len(model.requests) == 1
+
+
+async def test_before_tools_pause_runs_the_approved_calls_of_a_batch_and_pauses_the_rest() -> None:
+    """In a batch mixing approved and unapproved calls, `Pause` sends only the approved ones inward
+    (as one batch) and pauses the others; results keep call order."""
+    from onion import ToolRequest
+    from onion.hooks import Pause
+
+    agent = Agent(ScriptedModel([]))
+    run = Run(agent, "", [])
+    calls = [
+        ToolCall(run, ToolRequest(id, "t", {}), None, approved)
+        for id, approved in [("a", False), ("b", True), ("c", False), ("d", True)]
+    ]
+    batch = ToolBatch(run, calls, ModelResponse(Message.assistant("")))
+    inner: list[list[str]] = []
+
+    async def call_next(batch: ToolBatch) -> list[ToolResult]:
+        inner.append([call.id for call in batch.calls])
+        return [ToolResult(f"ran {call.id}", call_id=call.id) for call in batch.calls]
+
+    results = await before_tools(lambda batch: Pause("check")).wrap_tools(batch, call_next)
+    assert inner == [["b", "d"]] and batch.calls == calls
+    assert [r.content for r in results[1::2]] == ["ran b", "ran d"]
+    assert [call.pause_reason for call in calls] == ["check", None, "check", None]
