@@ -71,6 +71,9 @@ def _anthropic_usage(response: ModelResponse) -> dict[str, int]:
     }
 
 
+REASONING = "openai_reasoning"
+"""The `Message.meta` key whose reasoning items the server sends first on the Responses API."""
+
 THINKING = "anthropic_thinking"
 """The `Message.meta` key whose thinking blocks the server sends (as `onion.providers` reads them)."""
 
@@ -231,7 +234,7 @@ def _chat_frames(response: ModelResponse, model: str, size: int, include_usage: 
 
 
 def _responses_items(response: ModelResponse) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
+    items: list[dict[str, Any]] = [dict(item) for item in (response.message.meta or {}).get(REASONING, ())]
     if response.text:
         text = {"type": "output_text", "text": response.text, "annotations": []}
         items.append(
@@ -303,6 +306,8 @@ def _responses_frames(response: ModelResponse, model: str, size: int) -> tuple[l
                 for piece in _pieces(text, size)
             )
             head.append(event("response.output_text.done", **place, content_index=0, text=text, logprobs=[]))
+        elif item["type"] == "reasoning":
+            head.append(event("response.output_item.added", output_index=index, item=item))
         else:
             head.append(event("response.output_item.added", output_index=index, item={**item, "arguments": ""}))
             head.extend(

@@ -81,3 +81,35 @@ async def test_a_resumed_history_without_its_thinking_block_gets_the_400(
     state.approve("toolu_1")
     with pytest.raises(BadRequestError, match="must start with a thinking block"):
         await agent_of(make_model).resume(state)
+
+
+REASONING_ITEM = {
+    "type": "reasoning",
+    "id": "rs_fake_1",
+    "summary": [{"type": "summary_text", "text": "needs approval"}],
+    "encrypted_content": "gAAAA-opaque",
+}
+
+
+async def test_a_run_paused_on_openai_responses_sends_its_reasoning_item_back_on_resume(
+    server: FakeProviderServer, make_model: ModelFactory, streamed: bool
+) -> None:
+    """The reasoning item of the paused turn survives JSON and goes back, unchanged, before its function call."""
+    from onion.providers._openai_responses_wire import REASONING
+
+    ran.clear()
+    asked = Message("assistant", "", [ToolRequest("call_1", "delete", {"path": "a.txt"})])
+    asked.meta = {REASONING: [REASONING_ITEM]}
+    server.script([ModelResponse(asked), "a.txt is gone"])
+
+    def agent() -> Agent:
+        return Agent(make_model("openai-responses"), tools=[delete]).use(approve("delete"))
+
+    state = RunState.from_json((await pause(agent(), streamed)).to_json())
+    state.approve("call_1")
+    assert (await agent().resume(state)).output == "a.txt is gone" and ran == ["a.txt"]
+    sent = server.requests[1].body["input"]
+    kinds = [item.get("type") for item in sent]
+    assert kinds[-3:] == ["reasoning", "function_call", "function_call_output"]
+    reasoning = sent[-3]
+    assert {key: reasoning[key] for key in REASONING_ITEM} == REASONING_ITEM
