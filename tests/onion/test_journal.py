@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -229,3 +230,58 @@ async def test_the_calls_of_one_parallel_batch_share_their_writes() -> None:
     assert store.trips == {"start_run": 1, "append_journal": 2, "release_run": 1}
     kinds = [e["k"] for e in entries(store, result.run_id)]
     assert kinds == ["start", "model", "tool", "tool", "tool", "result", "result", "result", "model"]
+
+
+async def test_a_running_worker_renews_its_lease_so_no_one_else_can_claim_the_run() -> None:
+    """While a tool runs longer than the lease, the worker's renewals keep the run; a second claim is RunBusy."""
+    store = MemoryStore()
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def slow() -> str:
+        started.set()
+        await release.wait()
+        return "slow done"
+
+    agent = Agent(ScriptedModel([[call("slow")], "ok"]), tools=[slow], store=store, lease=0.06)
+    running = asyncio.create_task(agent.run("go"))
+    await started.wait()
+    (record,) = await store.runs()
+    first = record.lease_expires
+    for _ in range(1000):
+        now = await store.run_record(record.run_id)
+        if now is not None and now.lease_expires != first:
+            break
+        await asyncio.sleep(0.005)
+    else:
+        raise AssertionError("the lease was never renewed")
+    with pytest.raises(RunBusy, match="held by another worker"):
+        await Agent(ScriptedModel([]), tools=[slow], store=store).recover(record.run_id)
+    release.set()
+    assert (await running).output == "ok"
+
+
+async def test_a_worker_whose_lease_was_taken_over_stops_at_its_next_write() -> None:
+    """Another worker takes over an expired run and finishes it; the old one gets RunBusy and writes nothing."""
+    clock = [1000.0]
+    store = MemoryStore(clock=lambda: clock[0])
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def slow() -> str:
+        started.set()
+        await release.wait()
+        return "late"
+
+    old = asyncio.create_task(Agent(ScriptedModel([[call("slow")]]), tools=[slow], store=store, lease=10).run("go"))
+    await started.wait()
+    (record,) = await store.runs()
+    clock[0] += 11
+    taken = await Agent(ScriptedModel(["taken over"]), tools=[slow], store=store).recover(record.run_id)
+    assert taken.output == "taken over" and "slow was interrupted" in taken.messages[-2].text
+    written = list(store._journals[record.run_id])
+    release.set()
+    with pytest.raises(RunBusy, match="lost run"):
+        await old
+    assert store._journals[record.run_id] == written
+    assert (await store.run_record(record.run_id)).status == "completed"  # type: ignore[union-attr]
