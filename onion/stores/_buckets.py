@@ -23,7 +23,8 @@ class Bucket:
             self.requests = min(max(rpm, 1.0), self.requests + elapsed * rpm / window)
             wait = max(wait, (1 - self.requests) * window / rpm)
         if tpm:
-            tokens = min(tokens, int(tpm))
+            if tokens > tpm:
+                raise ValueError(f"rate store: {tokens} tokens can never fit in tpm={tpm}")
             self.tokens = min(tpm, self.tokens + elapsed * tpm / window)
             wait = max(wait, (tokens - self.tokens) * window / tpm)
         if wait > 0:
