@@ -17,9 +17,15 @@ class TimeoutExceeded(OnionError, TimeoutError):
     model or tool, `seconds` the limit.
     """
 
-    def __init__(self, message: str, *, kind: str = "", name: str = "", seconds: float = 0.0) -> None:
+    def __init__(
+        self, message: str, *, kind: str = "", name: str = "", seconds: float = 0.0, left_running: bool = False
+    ) -> None:
         super().__init__(message)
         self.kind, self.name, self.seconds = kind, name, seconds
+        self.left_running = left_running
+        """A sync tool's thread was left running: the tool may still complete, so this is not retryable."""
+        if left_running:
+            self.retryable = False
 
 
 class ModelCallTimeout(TimeoutExceeded, ModelTimeoutError):
@@ -37,7 +43,9 @@ class timeout:
     `tools` bounds every tool call and `per_tool` maps tool names to their
     own limit (`None` there: unbounded); `run` bounds the whole run. A tool
     timeout travels up the tool stack and, if nothing catches it, the model
-    reads it as an error result. Inside `retry` the limit applies to each
+    reads it as an error result. A sync tool's thread cannot be stopped: it
+    is left running, the error says the tool may still complete, and it is
+    not retryable (`left_running`), so no second attempt overlaps the first. Inside `retry` the limit applies to each
     attempt; outside, to all attempts together. Cancellation from outside
     propagates unchanged.
     """
@@ -88,4 +96,8 @@ async def _bounded(
     except TimeoutError as raised:
         if not scope.expired() or isinstance(raised, TimeoutExceeded):
             raise
-        raise error(f"{kind} {name} timed out after {seconds}s", kind=kind, name=name, seconds=seconds) from None
+        message = f"{kind} {name} timed out after {seconds}s"
+        left = isinstance(ctx, ToolCall) and ctx.left_running
+        if left:
+            message += "; its thread was left running and it may still complete (it will not be started again)"
+        raise error(message, kind=kind, name=name, seconds=seconds, left_running=left) from None

@@ -26,6 +26,7 @@ from ._messages import Message, Role, ToolRequest, Usage
 from ._model import Model, resolve_model
 from ._stack import Stack
 from ._state import PendingCall, RunState
+from ._threads import ToolThreads
 from ._tools import Tool, tool
 from .errors import MaxStepsExceeded, MessageOrderError, MiddlewareError, ModelError, OnionError, RunStateError
 
@@ -66,6 +67,7 @@ __all__ = [
     "ToolRequest",
     "ToolResult",
     "ToolResultEvent",
+    "ToolThreads",
     "ToolsNext",
     "Usage",
     "check_history",

@@ -25,8 +25,17 @@ from ._messages import Message, ToolRequest
 from ._model import Model, resolve_model
 from ._stack import Handler, Stack, bad_result, checked_by_default, concurrent_call_next
 from ._state import PausedBatch, PendingCall, RunState, plain_state
+from ._threads import ToolThreads, default_tool_threads
 from ._tools import Tool, as_tool, render, valid_text
-from .errors import HookFailed, MaxStepsExceeded, MiddlewareError, RunBusy, RunStateError, ToolArgumentsError
+from .errors import (
+    HookFailed,
+    MaxStepsExceeded,
+    MiddlewareError,
+    RunBusy,
+    RunStateError,
+    ToolArgumentsError,
+    ToolLeftRunning,
+)
 
 if TYPE_CHECKING:
     from .stores import Session, Store
@@ -62,6 +71,7 @@ class Agent:
         checked: bool | None = None,
         store: Store | None = None,
         lease: float = 30.0,
+        tool_threads: ToolThreads | None = None,
     ) -> None:
         self.model = resolve_model(model)
         self._owns_model = isinstance(model, str)
@@ -86,6 +96,8 @@ class Agent:
             raise ValueError(f"{self.name}: lease must be positive seconds, got {lease!r}")
         self.lease = lease
         """Seconds a worker holds a journaled run without renewing it (it renews every lease / 3)."""
+        self.tool_threads = tool_threads or default_tool_threads
+        """The threads sync tools run in (`onion.ToolThreads`; default: 32 shared by every agent)."""
         self._chains: _Chains | None = None
         self._version = -1
 
@@ -514,8 +526,9 @@ class Agent:
         except HookFailed as failed:
             raise failed.error from failed.error.__cause__
         except Exception as error:
+            outcome = "gave no result" if call._left_running else "failed"
             result = ToolResult(
-                content=valid_text(f"Tool {call.name} failed: {type(error).__name__}: {error}"),
+                content=valid_text(f"Tool {call.name} {outcome}: {type(error).__name__}: {error}"),
                 is_error=True,
                 call_id=call.id,
             )
@@ -552,11 +565,16 @@ class Agent:
             )
         if call._entered:
             raise concurrent_call_next(f"one of {[layer.name for layer in self.stack.layers('tool')]}", "tool")
+        if call._left_running:
+            raise ToolLeftRunning(
+                f"tool {call.name} was not started again: an earlier attempt of this call was left running "
+                "and may still complete"
+            )
         call._entered = True
         try:
             if call.run.journal is not None:
                 await call.run.journal.started(call)
-            value = await tool.invoke(args, call)
+            value = await tool.invoke(args, call, self.tool_threads)
         finally:
             call._entered = False
         return ToolResult(content=render(value), call_id=call.id, value=value)

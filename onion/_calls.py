@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -190,7 +191,18 @@ class ToolBatch(Call):
 class ToolCall(Call):
     """One tool call. A layer may change `args` (this call's own copy, nested values too) before `call_next`."""
 
-    __slots__ = ("_entered", "approved", "args", "id", "name", "pause_reason", "raw_args", "tool")
+    __slots__ = (
+        "_cancelled",
+        "_entered",
+        "_left_running",
+        "approved",
+        "args",
+        "id",
+        "name",
+        "pause_reason",
+        "raw_args",
+        "tool",
+    )
     kind: ClassVar[str] = "tool"
 
     def __init__(self, run: Run, request: ToolRequest, tool: Tool | None, approved: bool = False) -> None:
@@ -205,6 +217,29 @@ class ToolCall(Call):
         self.pause_reason: str | None = None
         """Set by `pause(reason)`: the run stops after this batch, the call pending."""
         self._entered = False
+        self._left_running = False
+        self._cancelled: threading.Event | None = None
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set once onion stops waiting for this call (a timeout, a cancelled run).
+
+        onion cannot stop a sync tool's thread; a long sync tool that takes
+        the `ToolCall` checks `call.cancelled.is_set()` (or waits on it)
+        between steps and returns early.
+        """
+        if self._cancelled is None:
+            self._cancelled = threading.Event()
+        return self._cancelled
+
+    @property
+    def left_running(self) -> bool:
+        """True once onion stopped waiting for this call while its sync tool's thread ran.
+
+        The tool may still complete (or just did): onion never starts this
+        call again, and the model is told it may still complete.
+        """
+        return self._left_running
 
     def block(self, reason: str) -> ToolResult:
         """An error result answering this call with `reason`, for a layer that refuses it."""

@@ -14,6 +14,7 @@ import pydantic
 import pydantic_core
 
 from ._calls import ToolCall
+from ._threads import ToolThreads, default_tool_threads
 from .errors import ToolAborted, ToolArgumentsError
 
 
@@ -77,24 +78,33 @@ class Tool:
             raise ToolArgumentsError(f"invalid arguments for tool {self.name}: {problems}") from None
         return dict(model.__dict__)  # extra="forbid": exactly the declared fields
 
-    async def invoke(self, args: dict[str, Any], call: ToolCall | None = None) -> Any:
-        """Run the function with validated `args`; sync functions run in a worker thread.
+    async def invoke(
+        self, args: dict[str, Any], call: ToolCall | None = None, threads: ToolThreads | None = None
+    ) -> Any:
+        """Run the function with validated `args`; sync functions run on `threads` (default: onion's own).
 
         An awaitable that a sync function returns (a sync wrapper around an
         async function) is awaited on the loop. A `BaseException` other than
         cancellation (`SystemExit`, `KeyboardInterrupt`) becomes `ToolAborted`,
-        so a tool can never stop the event loop.
+        so a tool can never stop the event loop. If onion stops waiting
+        (cancellation), `call.cancelled` is set.
         """
         if self._context_parameter is not None:
             args = {**args, self._context_parameter: call}
         try:
             if self.is_async:
                 return await self.function(**args)
-            value = await asyncio.to_thread(self.function, **args)
+            if call is not None and self._context_parameter is not None:
+                call.cancelled  # noqa: B018  made here, before a thread may read it
+            value = await (threads or default_tool_threads).run(self.function, args, call)
             if inspect.isawaitable(value):
                 value = await value
             return value
-        except (Exception, asyncio.CancelledError):
+        except asyncio.CancelledError:
+            if call is not None:
+                call.cancelled.set()
+            raise
+        except Exception:
             raise
         except BaseException as error:
             raise ToolAborted(f"tool {self.name} raised {type(error).__name__}: {error}") from error

@@ -28,6 +28,8 @@ __all__ = [
     "ServerError",
     "ToolAborted",
     "ToolArgumentsError",
+    "ToolLeftRunning",
+    "ToolThreadsExhausted",
 ]
 
 
@@ -200,6 +202,24 @@ class HookFailed(BaseException):
     def __init__(self, hook: str, error: Exception) -> None:
         super().__init__(f"hook {hook} raised {type(error).__name__}: {error}")
         self.hook, self.error = hook, error
+
+
+class ToolLeftRunning(OnionError):
+    """A tool call was asked to run again while an earlier attempt of it was left running.
+
+    onion stopped waiting for that attempt (a timeout, a cancelled batch)
+    while its sync tool's thread ran; the tool may still complete, so onion
+    never starts the same call again. Not retryable.
+    """
+
+    retryable = False
+
+
+class ToolThreadsExhausted(OnionError):
+    """A sync tool call could not start: `ToolThreads.max_abandoned` threads are left running.
+
+    The message names the tools whose threads hang.
+    """
 
 
 class RunStateError(OnionError):
