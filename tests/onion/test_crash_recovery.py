@@ -7,6 +7,7 @@ processes.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -23,53 +24,66 @@ from onion.stores import SQLiteStore
 from onion.testing import Delay, FakeProviderServer, call
 
 WORKER = """
-import asyncio, sys, time
+import asyncio, os, sys, time
 from pathlib import Path
 from onion import Agent, tool
 from onion.providers import AnthropicModel
 from onion.stores import SQLiteStore
 
-db, url, scenario, work = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])
+def worker(scenario, url, work):
+    def effect(text):
+        with open(work / "effects", "a") as f:
+            f.write(text + "\\n")
 
-def effect(text):
-    with open(work / "effects", "a") as f:
-        f.write(text + "\\n")
+    def hang(marker):
+        (work / marker).write_text("here")
+        time.sleep(600)
 
-def hang(marker):
-    (work / marker).write_text("here")
-    time.sleep(600)
+    @tool(idempotent=True)
+    def lookup(key: str) -> str:
+        effect("lookup " + key)
+        if scenario == "in-idempotent-tool":
+            hang("killed-here")
+        return "value of " + key
 
-@tool(idempotent=True)
-def lookup(key: str) -> str:
-    effect("lookup " + key)
-    if scenario == "in-idempotent-tool":
-        hang("killed-here")
-    return "value of " + key
+    @tool
+    def charge(amount: int) -> str:
+        effect(f"charge {amount}")
+        if scenario == "in-tool":
+            hang("killed-here")
+        return f"charged {amount}"
 
-@tool
-def charge(amount: int) -> str:
-    effect(f"charge {amount}")
-    if scenario == "in-tool":
-        hang("killed-here")
-    return f"charged {amount}"
+    async def main():
+        store = SQLiteStore(work / "onion.db")
+        model = AnthropicModel("claude-test", base_url=url, api_key="test-key")
+        agent = Agent(model, tools=[lookup, charge], store=store, parallel_tools=False)
+        if scenario == "before-model":
+            @agent.on("before_llm")
+            def stop(call):
+                if call.run.steps == 2:
+                    hang("killed-here")
+        if scenario == "in-model":
+            @agent.on("before_llm")
+            def mark(call):
+                if call.run.steps == 2:
+                    (work / "killed-here").write_text("soon")
+        await agent.run("look up k, then charge 5")
 
-async def main():
-    store = SQLiteStore(db)
-    model = AnthropicModel("claude-test", base_url=url, api_key="test-key")
-    agent = Agent(model, tools=[lookup, charge], store=store, parallel_tools=False)
-    if scenario == "before-model":
-        @agent.on("before_llm")
-        def stop(call):
-            if call.run.steps == 2:
-                hang("killed-here")
-    if scenario == "in-model":
-        @agent.on("before_llm")
-        def mark(call):
-            if call.run.steps == 2:
-                (work / "killed-here").write_text("soon")
-    await agent.run("look up k, then charge 5")
+    asyncio.run(main())
 
-asyncio.run(main())
+# Imports and the TLS context are paid once: each scenario's worker is a fork of this process.
+import anthropic, functools, httpcore2
+httpcore2.default_ssl_context = functools.cache(httpcore2.default_ssl_context)
+httpcore2.default_ssl_context()
+for argument in sys.argv[1:]:
+    scenario, url, work = argument.split("|")
+    pid = os.fork()
+    if pid == 0:
+        worker(scenario, url, Path(work))
+        os._exit(0)
+    print(scenario, pid, flush=True)
+for _ in sys.argv[1:]:
+    os.wait()
 """
 
 
@@ -93,36 +107,36 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple
 
     Each has its own fake server and directory (its SQLite file, its marker, its effects file).
     """
-    started = {}
+    places = {}
     for scenario, (script, _) in SCENARIOS.items():
-        work = tmp_path_factory.mktemp(scenario)
-        server = FakeProviderServer(script).start()
-        worker = subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(work / "onion.db"), server.url, scenario, str(work)],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        started[scenario] = (work, server, worker)
+        places[scenario] = (tmp_path_factory.mktemp(scenario), FakeProviderServer(script).start())
+    arguments = [f"{scenario}|{server.url}|{work}" for scenario, (work, server) in places.items()]
+    forks = subprocess.Popen([sys.executable, "-c", WORKER, *arguments], stdout=subprocess.PIPE, text=True)
     try:
+        assert forks.stdout is not None
+        pids = dict(forks.stdout.readline().split() for _ in places)
         deadline = time.monotonic() + 60
-        for scenario, (work, server, worker) in started.items():
-            requests = SCENARIOS[scenario][1]
-            while not ((work / "killed-here").exists() and len(server.requests) >= requests):
-                assert worker.poll() is None, worker.stderr.read() if worker.stderr else ""
+        for scenario, (work, server) in places.items():
+            while not ((work / "killed-here").exists() and len(server.requests) >= SCENARIOS[scenario][1]):
+                assert forks.poll() is None, "the workers stopped before they were killed"
                 assert time.monotonic() < deadline, f"worker {scenario} never reached the point to kill it at"
                 time.sleep(0.01)
-            worker.send_signal(signal.SIGKILL)
-            worker.wait()
-            assert worker.returncode == -signal.SIGKILL
-        yield {scenario: (work, server) for scenario, (work, server, _) in started.items()}
+            os.kill(int(pids[scenario]), signal.SIGKILL)
+        assert forks.wait(timeout=60) == 0
+        yield places
     finally:
-        for _, server, worker in started.values():
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait()
-            if worker.stderr:
-                worker.stderr.close()
+        if forks.poll() is None:
+            forks.kill()
+            forks.wait()
+        if forks.stdout:
+            forks.stdout.close()
+        for _, server in places.values():
             server.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fast_tls(one_ssl_context: None) -> None:
+    """The resuming SDK clients build their TLS context once (see tests/conftest.py)."""
 
 
 @pytest.fixture
