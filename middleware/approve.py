@@ -19,7 +19,8 @@ class approve:
     whole name), or `fn(call) -> bool`; `None` (bare `approve`) selects every
     call. A selected call does not run: the run stops before its next model
     call with the call in `result.pending`, while the batch's other calls
-    run. Calls approved on resume (`call.approved`) pass. `reason` is what the
+    run. Calls approved on resume (`call.approved`) pass, and so do calls of
+    unknown tools (they never run; the model is told so). `reason` is what the
     person reads in `PendingCall.reason` (by default "<tool> needs approval").
     """
 
@@ -29,7 +30,7 @@ class approve:
         self.name = "approve" if matcher is None else f"approve({_describe(matcher)})"
 
     async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
-        if not call.approved and self.selects(call):
+        if not call.approved and call.tool is not None and self.selects(call):
             return call.pause(self.reason or f"{call.name} needs approval")
         result: ToolResult = await call_next(call)
         return result

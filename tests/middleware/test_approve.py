@@ -111,3 +111,13 @@ async def test_a_run_with_redact_and_limit_pauses_as_json_and_limit_counts_each_
     assert done.messages[4].text == "deleted /tmp/y"
     assert done.messages[-2].text == "Tool call read was blocked: this run reached its limit of 2 tool calls"
     assert done.output == "stopped"
+
+
+async def test_approve_leaves_calls_of_unknown_tools_to_be_answered_as_unknown() -> None:
+    """A call of a tool the agent does not have never runs, so no person is asked: it is answered at once."""
+    batch = [ToolRequest("a", "shred", {}), ToolRequest("b", "delete", {"path": "x"})]
+    agent = Agent(ScriptedModel([batch, "done"]), tools=[read, delete]).use(approve)
+    result = await agent.run("go")
+    assert [call.id for call in result.pending] == ["b"]
+    state = result.to_state()
+    assert state.answered[0].text.startswith("Unknown tool 'shred'")
