@@ -424,9 +424,6 @@ class Agent:
                 answers.append(Message.tool(call.id, valid_text(result.content), result.is_error))
             if settled is not None:
                 answers = _in_call_order(response, answers, settled)
-            if paused:
-                self._pause(run, calls, requests, answers)
-                return True
         except BaseException as error:
             reason = "the run was cancelled" if isinstance(error, asyncio.CancelledError) else type(error).__name__
             for request in response.tool_calls:
@@ -435,18 +432,31 @@ class Agent:
                     known or Message.tool(request.id, f"No result: the batch stopped ({reason}).", True)
                 )
             raise
+        if paused:
+            self._pause(run, calls, requests, answers)
+            return True
         run.messages.extend(answers)
         return False
 
     def _pause(self, run: Run, calls: list[ToolCall], requests: list[ToolRequest], answers: list[Message]) -> None:
-        """Keep a paused batch aside: its pending calls (with the arguments asked for) and the answers so far."""
-        plain_state(run.state)
+        """Keep a paused batch aside: its pending calls (with the arguments asked for) and the answers so far.
+
+        If `run.state` cannot be saved, the paused calls are answered as not run and the error propagates.
+        """
         pending = [
             PendingCall(call.id, call.name, dict(request.args), call.pause_reason)
             for call, request in zip(calls, requests, strict=True)
             if call.pause_reason is not None
         ]
         waiting = {call.id for call in pending}
+        try:
+            plain_state(run.state)
+        except RunStateError:
+            text = "No result: the run could not pause (run.state is not JSON data)."
+            run.messages.extend(
+                m if m.tool_call_id not in waiting else Message.tool(m.tool_call_id or "", text, True) for m in answers
+            )
+            raise
         run._paused = PausedBatch([m for m in answers if m.tool_call_id not in waiting], pending)
 
     def _emit_response(self, run: Run, call: ModelCall, response: ModelResponse) -> None:

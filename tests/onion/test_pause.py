@@ -11,8 +11,10 @@ from onion import (
     Agent,
     Handler,
     Message,
+    Run,
     RunFinished,
     RunPaused,
+    RunResult,
     RunState,
     RunStateError,
     ToolBatch,
@@ -281,11 +283,27 @@ async def test_a_state_that_does_not_fit_together_is_refused() -> None:
 
 
 async def test_a_pause_with_a_state_value_that_is_not_json_names_the_key() -> None:
-    """`run.state` holding a non-JSON value makes the pause raise `RunStateError` naming the key."""
+    """`run.state` holding a non-JSON value makes the pause raise `RunStateError` naming the key;
+    the history a layer sees stays valid: results that ran are kept, the paused call is answered as not run."""
     tools = Tools()
-    agent = tools.agent(ScriptedModel([BATCH]), pause_deletes)
+    seen: list[Message] = []
+
+    async def keep_history(ctx: Run, call_next: Handler) -> RunResult:
+        try:
+            result: RunResult = await call_next(ctx)
+            return result
+        finally:
+            seen.extend(ctx.messages)
+
+    agent = tools.agent(ScriptedModel([BATCH]), keep_history, pause_deletes)
     with pytest.raises(RunStateError, match=r"run.state\['client'\] is not JSON-serialisable"):
         await agent.run("tidy", state={"ok": 1, "client": object()})
+    check_history(seen)
+    assert [m.text for m in seen[2:]] == [
+        "contents of 1",
+        "No result: the run could not pause (run.state is not JSON data).",
+        "contents of 3",
+    ]
 
 
 async def test_resume_sync_works_without_a_loop_and_refuses_inside_one() -> None:
