@@ -25,6 +25,8 @@ class approve:
     """
 
     def __init__(self, matcher: Matcher = None, *, reason: str | None = None) -> None:
+        if not isinstance(matcher, str | re.Pattern) and not callable(matcher) and isinstance(matcher, Iterable):
+            matcher = list(matcher)
         self.selects = _selector(matcher)
         self.reason = reason
         self.name = "approve" if matcher is None else f"approve({_describe(matcher)})"

@@ -294,6 +294,15 @@ class Agent:
                 f"does not have (its tools: {', '.join(self._tools_by_name) or 'none'}); resume with an agent "
                 "that has them, or reject those calls"
             )
+        for call in state.pending:
+            if call.decision == "edited":
+                try:
+                    self._tools_by_name[call.name].validate(call.edited_args or {})
+                except ToolArgumentsError as error:
+                    raise RunStateError(
+                        f"run {state.run_id}: the edited arguments of call {call.id} do not fit: {error}; "
+                        f"fix them with state.edit({call.id!r}, args)"
+                    ) from None
         asked = state.messages[-1].tool_calls if state.messages and state.messages[-1].role == "assistant" else []
         known = {m.tool_call_id for m in state.answered} | {c.id for c in state.pending}
         if not state.pending or {r.id for r in asked} != known:

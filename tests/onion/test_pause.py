@@ -316,3 +316,15 @@ async def test_resume_sync_works_without_a_loop_and_refuses_inside_one() -> None
         agent.resume_sync(state)
     result = await asyncio.to_thread(agent.resume_sync, state)
     assert result.output == "done"
+
+
+async def test_edited_arguments_that_do_not_fit_the_tool_are_refused_before_anything_runs() -> None:
+    """An edit whose arguments fail the tool's schema raises `RunStateError` naming the call and the argument."""
+    tools = Tools()
+    agent = tools.agent(ScriptedModel([[req("a", "delete", "1"), req("b", "delete", "2")], "done"]), pause_deletes)
+    state = (await agent.run("tidy")).to_state()
+    state.approve("a")
+    state.edit("b", {"file": "2"})
+    with pytest.raises(RunStateError, match=r"edited arguments of call b do not fit: .*path.*state\.edit\('b', args\)"):
+        await agent.resume(state)
+    assert tools.ran == []
