@@ -12,7 +12,18 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from onion import Handler, Message, ModelCall, ModelResponse, Tool, ToolCall, ToolRequest, ToolResult, Usage
+from onion import (
+    Handler,
+    Message,
+    ModelCall,
+    ModelResponse,
+    Tool,
+    ToolCall,
+    ToolRequest,
+    ToolResult,
+    Usage,
+    output_schema,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -140,7 +151,8 @@ class cache:
     """Answer a model request seen before from `store`, without calling the model.
 
     The key is a SHA-256 of the canonical request: messages, tools (with
-    their schemas), model name, settings and `namespace`, independent of
+    their schemas), model name, settings, `output_type` (its schema, when
+    not `str`) and `namespace`, independent of
     dict order and of the tool call ids the provider chose. A hit is a
     `ModelResponse` with `cached=True` and zero usage, reusing the stored
     tool call ids. Errors are never cached (nor error tool results). A
@@ -276,6 +288,8 @@ def request_key(call: ModelCall, namespace: str = "", scope: object = None) -> s
     model = str(getattr(call.model, "name", call.model))
     digest = hashlib.sha256(_utf8(_canonical((3, namespace, scope, model, call.settings, messages))))
     digest.update(_tools_part(call.tools))
+    if call.output_type is not str:
+        digest.update(_utf8(output_schema(call.output_type).key))
     return digest.hexdigest()
 
 

@@ -54,6 +54,8 @@ class guard:
     (the model instance, or the answer text for a predicate) is stored in
     `run.state[key]` (default `"guard"`), so `result.state["guard"]`. Every
     retry is a model call and counts against `max_steps`. Not usable bare.
+    With `output_type`, `check` gets the final answer's text, after the type
+    validated it (prefer `output_type` to `guard(Model)`: docs/output.md).
     """
 
     __slots__ = ("check", "feedback", "key", "model", "predicate", "retries", "schema")
@@ -120,14 +122,15 @@ class guard:
         result: RunResult = await call_next(run)
         attempts = 1
         while True:
-            reason, value = await self.verdict(result.output)
+            text = result.output if isinstance(result.output, str) else result.messages[-1].text
+            reason, value = await self.verdict(text)
             if reason is None:
                 run.state[self.key] = value
                 return result
             if attempts > self.retries:
                 raise GuardFailed(
                     f"the final answer failed {self.name} after {attempts} attempts: {reason}",
-                    output=result.output,
+                    output=text,
                     reason=reason,
                     attempts=attempts,
                     messages=run.messages,

@@ -24,11 +24,20 @@ from ._history import check_history
 from ._layers import Layer
 from ._messages import Message, Role, ToolRequest, Usage
 from ._model import Model, resolve_model
+from ._output import OutputSchema, output_schema
 from ._stack import Stack
 from ._state import PendingCall, RunState
 from ._threads import ToolThreads
 from ._tools import Tool, tool
-from .errors import MaxStepsExceeded, MessageOrderError, MiddlewareError, ModelError, OnionError, RunStateError
+from .errors import (
+    MaxStepsExceeded,
+    MessageOrderError,
+    MiddlewareError,
+    ModelError,
+    OnionError,
+    OutputValidationError,
+    RunStateError,
+)
 
 __all__ = [
     "Agent",
@@ -47,6 +56,8 @@ __all__ = [
     "ModelNext",
     "ModelResponse",
     "OnionError",
+    "OutputSchema",
+    "OutputValidationError",
     "PendingCall",
     "Role",
     "Run",
@@ -72,6 +83,7 @@ __all__ = [
     "Usage",
     "check_history",
     "errors",
+    "output_schema",
     "resolve_model",
     "tool",
 ]

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, overload
 
-from ._calls import ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
+import pydantic
+
+from ._calls import ModelCall, ModelResponse, OutputT, Run, RunResult, ToolBatch, ToolCall, ToolResult
 from ._copies import own_message
 from ._durable import finish_recovered_batch, rejection_text, resume_from_store, resume_paused, run_journaled
 from ._events import (
@@ -23,6 +25,7 @@ from ._events import (
 from ._history import check_history
 from ._messages import Message, ToolRequest
 from ._model import Model, resolve_model
+from ._output import output_schema
 from ._stack import Handler, Stack, bad_result, checked_by_default, concurrent_call_next
 from ._state import PausedBatch, PendingCall, RunState, plain_state
 from ._threads import ToolThreads, default_tool_threads
@@ -31,6 +34,7 @@ from .errors import (
     HookFailed,
     MaxStepsExceeded,
     MiddlewareError,
+    OutputValidationError,
     RunBusy,
     RunStateError,
     ToolArgumentsError,
@@ -38,7 +42,11 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from .stores import Session, Store
+
+T = TypeVar("T")
 
 
 class _Chains(NamedTuple):
@@ -49,12 +57,18 @@ class _Chains(NamedTuple):
     stack: Stack
 
 
-class Agent:
+class Agent(Generic[OutputT]):
     """An LLM agent whose every call flows through its stack of middleware.
 
     `await agent.run(input)` loops: call the model; if it asked for tools,
     run that batch and call the model again; stop at an answer without
     tools. `max_steps` bounds the model calls of one run.
+
+    `output_type` (default `str`, the answer text) is any type pydantic
+    validates: the final answer is validated as it (`result.output` is a
+    `City`), its schema sent to the model; an answer that fails is fed back
+    with the errors up to `output_retries` times, then
+    `onion.errors.OutputValidationError`.
     """
 
     def __init__(
@@ -72,6 +86,8 @@ class Agent:
         store: Store | None = None,
         lease: float = 30.0,
         tool_threads: ToolThreads | None = None,
+        output_type: type[OutputT] = str,  # type: ignore[assignment]
+        output_retries: int = 2,
     ) -> None:
         self.model = resolve_model(model)
         self._owns_model = isinstance(model, str)
@@ -98,6 +114,14 @@ class Agent:
         """Seconds a worker holds a journaled run without renewing it (it renews every lease / 3)."""
         self.tool_threads = tool_threads or default_tool_threads
         """The threads sync tools run in (`onion.ToolThreads`; default: 32 shared by every agent)."""
+        if output_type is not str:
+            output_schema(output_type)  # a type pydantic cannot take fails here, naming it
+        self.output_type = output_type
+        """The type final answers are validated as, unless a run gives its own (`run(..., output_type=)`)."""
+        if not isinstance(output_retries, int) or isinstance(output_retries, bool) or output_retries < 0:
+            raise ValueError(f"{self.name}: output_retries must be a non-negative int, got {output_retries!r}")
+        self.output_retries = output_retries
+        """How many more answers a run asks for after one fails validation as `output_type`."""
         self._chains: _Chains | None = None
         self._version = -1
 
@@ -107,13 +131,13 @@ class Agent:
         if self._owns_model and close is not None:
             await close()
 
-    async def __aenter__(self) -> Agent:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def use(self, *middleware: Any) -> Agent:
+    def use(self, *middleware: Any) -> Self:
         """Append middleware (innermost so far); returns the agent."""
         self.stack.use(*middleware)
         return self
@@ -132,35 +156,65 @@ class Agent:
 
     # -- running ---------------------------------------------------------------
 
+    @overload
     async def run(
         self,
         input: str | Message | Sequence[Message],
         *,
         state: dict[str, Any] | None = None,
         session: str | Session | None = None,
-    ) -> RunResult:
+        output_type: None = None,
+    ) -> RunResult[OutputT]: ...
+    @overload
+    async def run(
+        self,
+        input: str | Message | Sequence[Message],
+        *,
+        state: dict[str, Any] | None = None,
+        session: str | Session | None = None,
+        output_type: type[T],
+    ) -> RunResult[T]: ...
+    @overload
+    async def run(
+        self,
+        input: str | Message | Sequence[Message],
+        *,
+        state: dict[str, Any] | None = None,
+        session: str | Session | None = None,
+        output_type: object,
+    ) -> RunResult[Any]: ...
+    async def run(
+        self,
+        input: str | Message | Sequence[Message],
+        *,
+        state: dict[str, Any] | None = None,
+        session: str | Session | None = None,
+        output_type: Any = None,
+    ) -> RunResult[Any]:
         """Run the agent on `input` (a question, a message, or a history to continue).
 
         With `session` (an id in `agent.store`, or a `Session`) the run starts
         from the session's messages and, when it completes, appends its new
-        ones; runs on one session wait for each other.
+        ones; runs on one session wait for each other. `output_type` replaces
+        the agent's for this run.
         """
         chains = self._compiled()
+        output_type = self.output_type if output_type is None else output_type
         if session is None:
-            return await self._run(chains, Run(self, input, self._first_messages(input), state))
+            return await self._run(chains, Run(self, input, self._first_messages(input), state, output_type))
         conversation = self._session(session)
         async with conversation.lock():
             history = await conversation.messages()
             first = self._first_messages(input)
             start = 1 if first and first[0].role == "system" else 0
-            run = Run(self, input, [*first[:start], *history, *first[start:]], state)
+            run = Run(self, input, [*first[:start], *history, *first[start:]], state, output_type)
             start += len(history)
             result = await self._run(chains, run, conversation, start)
             if not result.paused:
                 await conversation.append(result.messages[start:])
             return result
 
-    async def recover(self, run_id: str) -> RunResult:
+    async def recover(self, run_id: str, *, output_type: Any = None) -> RunResult[Any]:
         """Resume the journaled run `run_id` (its worker died, or it failed) from `agent.store`.
 
         Recorded model responses are not requested again and finished tool
@@ -173,7 +227,9 @@ class Agent:
             raise ValueError(
                 f"{self.name}: resuming run {run_id!r} needs the store it was journaled in: Agent(store=...)"
             )
-        return await resume_from_store(self, self.store, run_id)
+        return await resume_from_store(
+            self, self.store, run_id, self.output_type if output_type is None else output_type
+        )
 
     def _session(self, session: str | Session) -> Session:
         if not isinstance(session, str):
@@ -185,13 +241,41 @@ class Agent:
             )
         return self.store.session(session)
 
+    @overload
     def run_sync(
         self,
         input: str | Message | Sequence[Message],
         *,
         state: dict[str, Any] | None = None,
         session: str | Session | None = None,
-    ) -> RunResult:
+        output_type: None = None,
+    ) -> RunResult[OutputT]: ...
+    @overload
+    def run_sync(
+        self,
+        input: str | Message | Sequence[Message],
+        *,
+        state: dict[str, Any] | None = None,
+        session: str | Session | None = None,
+        output_type: type[T],
+    ) -> RunResult[T]: ...
+    @overload
+    def run_sync(
+        self,
+        input: str | Message | Sequence[Message],
+        *,
+        state: dict[str, Any] | None = None,
+        session: str | Session | None = None,
+        output_type: object,
+    ) -> RunResult[Any]: ...
+    def run_sync(
+        self,
+        input: str | Message | Sequence[Message],
+        *,
+        state: dict[str, Any] | None = None,
+        session: str | Session | None = None,
+        output_type: Any = None,
+    ) -> RunResult[Any]:
         """`run` for code without an event loop."""
         try:
             asyncio.get_running_loop()
@@ -199,9 +283,15 @@ class Agent:
             pass
         else:
             raise RuntimeError("run_sync() called inside an event loop: use `await agent.run(...)`")
-        return asyncio.run(self.run(input, state=state, session=session))
+        return asyncio.run(self.run(input, state=state, session=session, output_type=output_type))
 
-    async def resume(self, state: RunState | str) -> RunResult:
+    @overload
+    async def resume(self, state: RunState | str, *, output_type: None = None) -> RunResult[OutputT]: ...
+    @overload
+    async def resume(self, state: RunState | str, *, output_type: type[T]) -> RunResult[T]: ...
+    @overload
+    async def resume(self, state: RunState | str, *, output_type: object) -> RunResult[Any]: ...
+    async def resume(self, state: RunState | str, *, output_type: Any = None) -> RunResult[Any]:
         """Go on with a paused run whose pending calls are all decided (`state.approve(...)`, ...).
 
         Approved and edited calls go through the whole tools and tool stacks
@@ -210,15 +300,25 @@ class Agent:
         goes on. Raises `onion.errors.RunStateError` for a completed run,
         undecided calls, or pending calls of tools this agent does not have.
         A run id (a `str`) resumes that run from `agent.store` (`recover`).
+        A state does not carry its output type: the final answer is validated
+        as `output_type`, or the agent's.
         """
         if isinstance(state, str):
             if state.lstrip().startswith("{"):
                 raise TypeError("resume() takes a RunState or a run id: load JSON text with RunState.from_json(text)")
-            return await self.recover(state)
+            return await self.recover(state, output_type=output_type)
         chains = self._compiled()
-        return await self._run(chains, self._resumed_run(state))
+        return await self._run(
+            chains, self._resumed_run(state, self.output_type if output_type is None else output_type)
+        )
 
-    def resume_sync(self, state: RunState | str) -> RunResult:
+    @overload
+    def resume_sync(self, state: RunState | str, *, output_type: None = None) -> RunResult[OutputT]: ...
+    @overload
+    def resume_sync(self, state: RunState | str, *, output_type: type[T]) -> RunResult[T]: ...
+    @overload
+    def resume_sync(self, state: RunState | str, *, output_type: object) -> RunResult[Any]: ...
+    def resume_sync(self, state: RunState | str, *, output_type: Any = None) -> RunResult[Any]:
         """`resume` for code without an event loop."""
         try:
             asyncio.get_running_loop()
@@ -226,21 +326,27 @@ class Agent:
             pass
         else:
             raise RuntimeError("resume_sync() called inside an event loop: use `await agent.resume(state)`")
-        return asyncio.run(self.resume(state))
+        return asyncio.run(self.resume(state, output_type=output_type))
 
     async def stream(
-        self, input: str | Message | Sequence[Message], *, state: dict[str, Any] | None = None
+        self,
+        input: str | Message | Sequence[Message],
+        *,
+        state: dict[str, Any] | None = None,
+        output_type: Any = None,
     ) -> AsyncIterator[Event]:
         """Run the agent, yielding events as they happen; the last is `RunFinished`.
 
-        Leaving the loop early cancels the run.
+        Its `result.output` is the validated output (`output_type`, or the
+        agent's). Leaving the loop early cancels the run.
         """
         chains = self._compiled()
-        run = Run(self, input, self._first_messages(input), state)
+        output_type = self.output_type if output_type is None else output_type
+        run = Run(self, input, self._first_messages(input), state, output_type)
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         run.emit = queue.put_nowait
 
-        async def produce() -> RunResult:
+        async def produce() -> RunResult[Any]:
             try:
                 return await self._run(chains, run)
             finally:
@@ -257,7 +363,9 @@ class Agent:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
 
-    async def _run(self, chains: _Chains, run: Run, session: Session | None = None, session_from: int = 0) -> RunResult:
+    async def _run(
+        self, chains: _Chains, run: Run, session: Session | None = None, session_from: int = 0
+    ) -> RunResult[Any]:
         if self.store is not None:
             if run._resumed is not None:
                 return await resume_paused(self, chains, run, self.store, run._resumed)
@@ -265,7 +373,7 @@ class Agent:
             return await run_journaled(self, chains, run, self.store, session, session_from)
         return await self._run_chain(chains, run)
 
-    async def _run_chain(self, chains: _Chains, run: Run) -> RunResult:
+    async def _run_chain(self, chains: _Chains, run: Run) -> RunResult[Any]:
         result = await chains.run(run)
         if not isinstance(result, RunResult):
             raise bad_result(chains.stack, "run", result)
@@ -273,7 +381,7 @@ class Agent:
             run.flush_injected()
         return result
 
-    def _resumed_run(self, state: RunState) -> Run:
+    def _resumed_run(self, state: RunState, output_type: Any) -> Run:
         """A `Run` going on from `state`, after checking that it can."""
         if not isinstance(state, RunState):
             raise TypeError(f"resume() takes a RunState (RunState.from_json(text)), not {type(state).__name__}")
@@ -310,7 +418,7 @@ class Agent:
                 f"run {state.run_id}: the state's last message, answered and pending calls do not fit together "
                 "(it was changed or damaged); save states with RunState.to_json() and load them with from_json()"
             )
-        run = Run(self, state.input, list(state.messages), plain_state(state.state))
+        run = Run(self, state.input, list(state.messages), plain_state(state.state), output_type)
         run.id = state.run_id
         run.steps = state.steps
         run.usage.add(state.usage)
@@ -348,12 +456,13 @@ class Agent:
 
     # -- the loop --------------------------------------------------------------
 
-    async def _loop(self, run: Run) -> RunResult:
+    async def _loop(self, run: Run) -> RunResult[Any]:
         chains = self._compiled()
         if run.journal is not None and run.journal.recovered is not None:
             await finish_recovered_batch(self, run, chains)
         if run._resumed is not None and await self._resume_batch(run, run._resumed, chains):
             return _paused_result(run)
+        failures = 0
         while True:
             run.flush_injected()
             if run.steps >= self.max_steps:
@@ -375,8 +484,19 @@ class Agent:
             if run.journal is not None:
                 run.journal.model(run, response)
             if not response.tool_calls:
+                if run._output is None:
+                    output: Any = response.text
+                else:
+                    try:
+                        output = run._output.validate(response.text)
+                    except pydantic.ValidationError as error:
+                        failures += 1
+                        if failures > self.output_retries:
+                            raise _invalid_output(self, run, response.text, error, failures) from None
+                        run.messages.append(Message.user(run._output.feedback(error)))
+                        continue
                 run.flush_injected()
-                result = RunResult(response.text, run.messages, run.usage, run.state, run.id)
+                result = RunResult(output, run.messages, run.usage, run.state, run.id)
                 result._run = run
                 return result
             if run.steps >= self.max_steps:
@@ -602,8 +722,22 @@ class Agent:
         return f"<Agent {self.name} model={getattr(self.model, 'name', self.model)!s} tools={len(self.tools)}>"
 
 
-def _paused_result(run: Run) -> RunResult:
-    result = RunResult("", run.messages, run.usage, run.state, run.id, status="paused")
+def _invalid_output(
+    agent: Agent[Any], run: Run, text: str, error: pydantic.ValidationError, answers: int
+) -> OutputValidationError:
+    errors = error.errors(include_url=False)
+    problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}" for e in errors)
+    return OutputValidationError(
+        f"{agent.name}: the final answer is not a valid {run._output.name if run._output else 'output'} "
+        f"after {answers} answers (output_retries={agent.output_retries}): {problems}",
+        errors=list(errors),
+        text=text,
+        messages=run.messages,
+    )
+
+
+def _paused_result(run: Run) -> RunResult[Any]:
+    result = RunResult("" if run._output is None else None, run.messages, run.usage, run.state, run.id, status="paused")
     result._run = run
     return result
 

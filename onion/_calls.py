@@ -7,10 +7,13 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal
+
+from typing_extensions import TypeVar
 
 from ._copies import own_copy
 from ._messages import Message, ToolRequest, Usage
+from ._output import OutputSchema, output_schema
 from ._state import PausedBatch, PendingCall, RunState, capture
 
 if TYPE_CHECKING:
@@ -18,6 +21,9 @@ if TYPE_CHECKING:
     from ._journal import Journal
     from ._model import Model
     from ._tools import Tool
+
+OutputT = TypeVar("OutputT", default=str)
+"""The type of a run's final output (`output_type`); `str` unless one is given."""
 
 _run_ids = itertools.count(1)
 _PROCESS = os.urandom(4).hex()
@@ -33,10 +39,15 @@ class Call:
 
 
 class Run(Call):
-    """One whole `agent.run(...)`."""
+    """One whole `agent.run(...)`.
+
+    `output_type` is the type the final answer is validated as (`str`: the
+    answer text as is).
+    """
 
     __slots__ = (
         "_injected",
+        "_output",
         "_paused",
         "_resumed",
         "agent",
@@ -45,13 +56,21 @@ class Run(Call):
         "input",
         "journal",
         "messages",
+        "output_type",
         "state",
         "steps",
         "usage",
     )
     kind: ClassVar[str] = "run"
 
-    def __init__(self, agent: Agent, input: Any, messages: list[Message], state: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        agent: Agent[Any],
+        input: Any,
+        messages: list[Message],
+        state: dict[str, Any] | None = None,
+        output_type: Any = str,
+    ) -> None:
         self.run = self
         self.agent = agent
         self.input = input
@@ -65,6 +84,8 @@ class Run(Call):
         """Set while the run is streamed: sends an event to the consumer."""
         self.journal: Journal | None = None
         """Set when the agent has a store: records each step so the run can be resumed."""
+        self.output_type = output_type
+        self._output: OutputSchema | None = None if output_type is str else output_schema(output_type)
         self._injected: deque[Message] = deque()
         self._paused: PausedBatch | None = None
         self._resumed: RunState | None = None
@@ -101,7 +122,8 @@ class ModelCall(Call):
     changes this request only. `settings` is copied with its nested dicts,
     lists and sets, so a layer may write into `settings["extra_headers"]`;
     the messages and tool definitions in the lists are shared (replace an
-    entry to change it for this request).
+    entry to change it for this request). `output_type` is the run's
+    (`str` for plain text): providers send its schema (`onion.output_schema`).
     """
 
     __slots__ = (
@@ -111,6 +133,7 @@ class ModelCall(Call):
         "messages",
         "model",
         "observers",
+        "output_type",
         "settings",
         "streamed",
         "tools",
@@ -125,6 +148,7 @@ class ModelCall(Call):
         self.tools = tools
         self.model = model
         self.settings = own_copy(settings)
+        self.output_type: Any = run.output_type
         self.streamed = False
         """True once a streaming model sent deltas for this call."""
         self.observers: list[Callable[[Any], None]] | None = None
@@ -323,18 +347,20 @@ class ToolResult:
         return f"<ToolResult{flag} {self.call_id} {self.content!r:.60}>"
 
 
-class RunResult:
+class RunResult(Generic[OutputT]):
     """The outcome of a run: the final answer, the whole history, usage and state.
 
-    `status` is `"completed"`, or `"paused"` when tool calls wait for a
-    person's decision (`pending`); `to_state()` is the run as a `RunState`.
+    `output` is the final answer: its text, or the validated value of the
+    run's `output_type` (`RunResult[City]`). `status` is `"completed"`, or
+    `"paused"` when tool calls wait for a person's decision (`pending`; `output`
+    is then `""`, or `None` for a typed run); `to_state()` is the run as a `RunState`.
     """
 
     __slots__ = ("_run", "messages", "output", "run_id", "state", "status", "usage")
 
     def __init__(
         self,
-        output: str,
+        output: OutputT,
         messages: list[Message],
         usage: Usage,
         state: dict[str, Any],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._calls import ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
 from ._journal import INTERRUPTED, Journal, Replay, replay
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 
 async def run_journaled(
-    agent: Agent, chains: _Chains, run: Run, store: Store, session: Session | None, session_from: int
-) -> RunResult:
+    agent: Agent[Any], chains: _Chains, run: Run, store: Store, session: Session | None, session_from: int
+) -> RunResult[Any]:
     """Run `run` with a journal in `store`: created now, ended as completed or failed."""
     journal = run.journal
     if journal is None:
@@ -39,7 +39,7 @@ async def run_journaled(
     return result
 
 
-async def resume_paused(agent: Agent, chains: _Chains, run: Run, store: Store, state: RunState) -> RunResult:
+async def resume_paused(agent: Agent[Any], chains: _Chains, run: Run, store: Store, state: RunState) -> RunResult[Any]:
     """Go on with a paused run (decided `state`) as the one worker holding it in `store`.
 
     The run is claimed first: `RunBusy` when another worker resumed it (or
@@ -85,8 +85,8 @@ async def _let_go(journal: Journal) -> None:
         await journal.end("failed")
 
 
-async def resume_from_store(agent: Agent, store: Store, run_id: str) -> RunResult:
-    """Claim `run_id`, rebuild it from its journal, finish it.
+async def resume_from_store(agent: Agent[Any], store: Store, run_id: str, output_type: Any) -> RunResult[Any]:
+    """Claim `run_id`, rebuild it from its journal, finish it (its final answer validated as `output_type`).
 
     Raises `RunBusy` when another worker holds it (or it has ended),
     `RunNotFound` when the store never saw it.
@@ -107,13 +107,15 @@ async def resume_from_store(agent: Agent, store: Store, run_id: str) -> RunResul
     except BaseException:
         await asyncio.shield(_let_go(journal))
         raise
-    run = Run(agent, replayed.messages, replayed.messages, replayed.state)
+    run = Run(agent, replayed.messages, replayed.messages, replayed.state, output_type)
     run.id, run.steps, run.usage, run.journal = run_id, replayed.steps, replayed.usage, journal
     journal.mark(run.messages)
     if replayed.completed:
         await journal.end("completed")
-        last = run.messages[-1]
-        result = RunResult(last.text, run.messages, run.usage, run.state, run_id)
+        text = run.messages[-1].text
+        result = RunResult(
+            text if run._output is None else run._output.validate(text), run.messages, run.usage, run.state, run_id
+        )
     else:
         journal.recovered = replayed if replayed.unanswered else None
         result = await run_journaled(agent, agent._compiled(), run, store, None, 0)
@@ -122,7 +124,7 @@ async def resume_from_store(agent: Agent, store: Store, run_id: str) -> RunResul
     return result
 
 
-def _check_agent(agent: Agent, run_id: str, replayed: Replay) -> None:
+def _check_agent(agent: Agent[Any], run_id: str, replayed: Replay) -> None:
     missing = sorted({c.name for c in replayed.unanswered} - {t.name for t in agent.tools})
     if missing:
         raise OnionError(
@@ -131,7 +133,7 @@ def _check_agent(agent: Agent, run_id: str, replayed: Replay) -> None:
         )
 
 
-async def finish_recovered_batch(agent: Agent, run: Run, chains: _Chains) -> None:
+async def finish_recovered_batch(agent: Agent[Any], run: Run, chains: _Chains) -> None:
     """Answer the batch a dead worker left: recorded results as they were, calls in doubt as interrupted
     (idempotent tools run again), calls that never started run now through the tools chain."""
     journal = run.journal

@@ -221,7 +221,7 @@ class RunState:
         return f"<RunState {self.run_id} {self.status} pending={[c.name for c in self.pending]}>"
 
 
-def capture(result: RunResult) -> RunState:
+def capture(result: RunResult[Any]) -> RunState:
     """The `RunState` of `result` (a copy: deciding on it changes neither the result nor the run)."""
     run = result._run
     paused = run._paused if run is not None else None
@@ -237,8 +237,18 @@ def capture(result: RunResult) -> RunState:
         steps=run.steps if run is not None else 0,
         usage=result.usage + Usage(),
         state=plain_state(result.state),
-        output=result.output,
+        output=_output_text(result),
     )
+
+
+def _output_text(result: RunResult[Any]) -> str:
+    """The final answer as text: a typed run keeps the answer's JSON text, a paused run has none."""
+    run = result._run
+    if result.paused:
+        return ""
+    if run is None or run._output is None:
+        return str(result.output)
+    return run.messages[-1].text
 
 
 def plain_state(state: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ __all__ = [
     "ModelError",
     "ModelTimeoutError",
     "OnionError",
+    "OutputValidationError",
     "OverloadedError",
     "RateLimitedError",
     "ResponseFormatError",
@@ -230,3 +231,18 @@ class RunStateError(OnionError):
     a decision about a call that is not pending, and a resume that cannot go
     on (a completed run, undecided calls, tools the agent no longer has).
     """
+
+
+class OutputValidationError(OnionError):
+    """The final answer did not validate as the run's `output_type`, after every retry (`output_retries`).
+
+    `errors` is pydantic's list of errors for the last answer (each a dict
+    with `loc`, `msg`, `type`); `text` is that answer's text; `messages` the
+    history (the feedback sent included).
+    """
+
+    def __init__(self, message: str, *, errors: list[Any], text: str, messages: list[Message]) -> None:
+        super().__init__(message)
+        self.errors = errors
+        self.text = text
+        self.messages = messages

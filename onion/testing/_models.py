@@ -8,13 +8,17 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
+import pydantic
+import pydantic_core
+
 from .._calls import ModelCall, ModelResponse
 from .._events import TextDelta, ToolCallStarted
 from .._messages import Message, ToolRequest, Usage
 from ..errors import ScriptExhausted
 
-ScriptItem = str | list[ToolRequest] | ModelResponse | BaseException
-"""A final answer, a batch of tool calls, a whole response, or an error to raise."""
+ScriptItem = str | list[ToolRequest] | ModelResponse | BaseException | pydantic.BaseModel | list[pydantic.BaseModel]
+"""A final answer, a batch of tool calls, a whole response, an error to raise, or a structured answer:
+a pydantic object (or a list of them) is answered as its JSON text."""
 
 _ids = itertools.count(1)
 
@@ -30,11 +34,19 @@ def to_response(item: ScriptItem, model_name: str) -> ModelResponse:
         raise item
     if isinstance(item, ModelResponse):
         return item
+    if isinstance(item, pydantic.BaseModel) or (
+        isinstance(item, list) and item and all(isinstance(value, pydantic.BaseModel) for value in item)
+    ):
+        item = pydantic_core.to_json(item).decode()
     if isinstance(item, str):
         return ModelResponse(Message.assistant(item), Usage(requests=1), "end", model=model_name)
-    if isinstance(item, list) and all(isinstance(request, ToolRequest) for request in item):
-        return ModelResponse(Message.assistant("", list(item)), Usage(requests=1), "tool_use", model=model_name)
-    raise TypeError(f"script item {item!r} is not a str, a list of call(...), a ModelResponse or an exception")
+    if isinstance(item, list):
+        requests = [request for request in item if isinstance(request, ToolRequest)]
+        if len(requests) == len(item):
+            return ModelResponse(Message.assistant("", requests), Usage(requests=1), "tool_use", model=model_name)
+    raise TypeError(
+        f"script item {item!r} is not a str, a list of call(...), a ModelResponse, a pydantic object or an exception"
+    )
 
 
 class _Recording(ABC):
@@ -67,8 +79,9 @@ class ScriptedModel(_Recording):
     """Answers each request with the next item of `script`.
 
     Items: a `str` (final answer), a list of `call(...)` (a tool batch), a
-    `ModelResponse`, or an exception to raise. Past the end of the script it
-    raises `ScriptExhausted`.
+    `ModelResponse`, a pydantic object or a list of them (a structured
+    answer, sent as JSON text), or an exception to raise. Past the end of the
+    script it raises `ScriptExhausted`.
     """
 
     def __init__(self, script: Iterable[ScriptItem], *, name: str = "scripted") -> None:

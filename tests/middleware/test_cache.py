@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from middleware import cache, retry
 from middleware.cache import MemoryStore, SQLiteStore, decode_response, encode_response, request_key
@@ -35,6 +36,25 @@ async def test_bare_cache_serves_a_repeated_request_with_zero_usage_and_marks_it
     assert first.usage.input_tokens == 10 and second.usage == Usage()
     assert first.state["cache"] == {"hits": 0, "misses": 1}
     assert second.state["cache"] == {"hits": 1, "misses": 0}
+
+
+async def test_the_same_prompt_with_two_output_types_makes_two_model_requests() -> None:
+    """An answer cached for one output type is never served for another (nor for plain text)."""
+
+    class First(BaseModel):
+        value: int
+
+    class Second(BaseModel):
+        value: int
+        note: str = ""
+
+    model = counting_model('{"value": 1}')
+    agent = Agent(model).use(cache)
+    assert (await agent.run("hi", output_type=First)).output == First(value=1)
+    assert (await agent.run("hi", output_type=Second)).output == Second(value=1)
+    assert (await agent.run("hi")).output == '{"value": 1}'
+    assert (await agent.run("hi", output_type=First)).state["cache"] == {"hits": 1, "misses": 0}
+    assert len(model.requests) == 3
 
 
 async def test_a_hit_is_a_cached_response_visible_to_outer_layers() -> None:

@@ -135,3 +135,22 @@ def test_importing_the_library_leaves_pydantic_models_and_tenacity_unloaded() ->
         "assert 'tenacity' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+async def test_a_guard_predicate_checks_the_text_of_a_typed_answer() -> None:
+    """With output_type, guard's predicate reads the answer's JSON text; the typed value stays in result.output."""
+    from pydantic import BaseModel
+
+    class Point(BaseModel):
+        x: int
+
+    seen: list[str] = []
+
+    def small(text: str) -> bool | str:
+        seen.append(text)
+        return '"x":1' in text.replace(" ", "") or "x must be 1"
+
+    model = ScriptedModel(['{"x": 2}', '{"x": 1}'])
+    result = await Agent(model, output_type=Point).use(guard(small)).run("q")
+    assert result.output == Point(x=1)
+    assert seen == ['{"x": 2}', '{"x": 1}']

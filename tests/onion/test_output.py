@@ -1,0 +1,227 @@
+"""Structured output: `output_type=` validates the final answer, feeds failures back, types `result.output`."""
+
+from __future__ import annotations
+
+import enum
+import logging
+from typing import Any, Literal
+
+import pytest
+from pydantic import BaseModel
+
+from middleware import budget, limit, log
+from middleware.limit import LimitReached
+from onion import Agent, ModelCall, RunFinished, RunState, TextDelta, ToolCall, ToolResult, output_schema, tool
+from onion.errors import OutputValidationError
+from onion.testing import ScriptedModel, call
+
+
+class City(BaseModel):
+    name: str
+    population: int
+
+
+class Kind(enum.Enum):
+    CAPITAL = "capital"
+    PORT = "port"
+
+
+class Mayor(BaseModel):
+    name: str
+    party: str | None = None
+
+
+class Town(BaseModel):
+    name: str
+    kind: Kind
+    mayor: Mayor
+    twin: str | None = None
+
+
+class Country(BaseModel):
+    country: str
+    cities: list[City]
+
+
+@tool
+def lookup(name: str) -> str:
+    """Look a city up."""
+    return f"{name}: 2102650 people"
+
+
+async def test_agent_output_type_returns_a_validated_object() -> None:
+    """A JSON answer comes back as an instance of the agent's output type; the model sees `call.output_type`."""
+    model = ScriptedModel([City(name="Paris", population=2102650)])
+    result = await Agent(model, output_type=City).run("largest city in France?")
+    assert result.output == City(name="Paris", population=2102650)
+    assert model.requests[0].output_type is City
+
+
+async def test_run_output_type_replaces_the_agents_for_that_run_only() -> None:
+    model = ScriptedModel(['{"name": "Lyon", "population": 522250}', "plain text"])
+    agent = Agent(model)
+    typed = await agent.run("second city?", output_type=City)
+    untyped = await agent.run("say something")
+    assert typed.output == City(name="Lyon", population=522250)
+    assert untyped.output == "plain text"
+    assert [request.output_type for request in model.requests] == [City, str]
+
+
+async def test_an_invalid_answer_is_fed_back_with_the_errors_and_the_next_answer_validated() -> None:
+    model = ScriptedModel(['{"name": "Paris", "population": "lots"}', City(name="Paris", population=2102650)])
+    result = await Agent(model, output_type=City).run("largest city in France?")
+    assert result.output.population == 2102650
+    feedback = model.requests[1].messages[-1]
+    assert feedback.role == "user"
+    assert "population: Input should be a valid integer" in feedback.text
+    assert '"population"' in feedback.text  # the schema travels with the errors
+    assert [m.role for m in result.messages] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_after_output_retries_the_run_raises_output_validation_error_with_errors_and_text() -> None:
+    model = ScriptedModel(["not json", '{"name": 1}', '{"name": "Paris"}'])
+    with pytest.raises(OutputValidationError) as raised:
+        await Agent(model, output_type=City).run("largest city?")
+    error = raised.value
+    assert error.text == '{"name": "Paris"}'
+    assert [(e["loc"], e["type"]) for e in error.errors] == [(("population",), "missing")]
+    assert "after 3 answers (output_retries=2)" in str(error)
+    assert len(model.requests) == 3
+
+
+async def test_output_retries_zero_raises_at_the_first_invalid_answer() -> None:
+    model = ScriptedModel(["nope"])
+    with pytest.raises(OutputValidationError) as raised:
+        await Agent(model, output_type=City, output_retries=0).run("q")
+    assert raised.value.errors[0]["type"] == "json_invalid"
+    assert len(model.requests) == 1
+
+
+async def test_bad_output_type_and_output_retries_are_named_when_the_agent_is_made() -> None:
+    with pytest.raises(TypeError, match=r"output_type=.*is not a type pydantic can validate"):
+        Agent(ScriptedModel([]), output_type=object())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="output_retries must be a non-negative int"):
+        Agent(ScriptedModel([]), output_retries=-1)
+
+
+async def test_tool_calls_come_first_and_only_the_final_answer_is_validated() -> None:
+    model = ScriptedModel([[call("lookup", name="Paris")], City(name="Paris", population=2102650)])
+    result = await Agent(model, tools=[lookup], output_type=City).run("how many live in Paris?")
+    assert result.output == City(name="Paris", population=2102650)
+    assert [m.role for m in result.messages] == ["user", "assistant", "tool", "assistant"]
+
+
+@pytest.mark.parametrize(
+    ("output_type", "answer", "expected"),
+    [
+        (list[City], '[{"name": "Paris", "population": 1}]', [City(name="Paris", population=1)]),
+        (list[City], '{"response": [{"name": "Paris", "population": 1}]}', [City(name="Paris", population=1)]),
+        (City | Country, '{"country": "France", "cities": []}', Country(country="France", cities=[])),
+        (
+            Town,
+            '{"name": "Nice", "kind": "port", "mayor": {"name": "Estrosi", "party": null}, "twin": null}',
+            Town(name="Nice", kind=Kind.PORT, mayor=Mayor(name="Estrosi")),
+        ),
+        (
+            Town,
+            '{"name": "Nice", "kind": "capital", "mayor": {"name": "E"}}',
+            Town(name="Nice", kind=Kind.CAPITAL, mayor=Mayor(name="E")),
+        ),
+        (Kind, '{"response": "port"}', Kind.PORT),
+        (int, '```json\n{"response": 42}\n```', 42),
+        (Literal["yes", "no"], '"yes"', "yes"),
+    ],
+)
+async def test_lists_unions_nested_models_optional_fields_and_enums_validate(
+    output_type: Any, answer: str, expected: Any
+) -> None:
+    """Non-object types are wrapped as {"response": ...}, and accepted bare too; fenced JSON is accepted."""
+    result = await Agent(ScriptedModel([answer])).run("q", output_type=output_type)
+    assert result.output == expected
+
+
+async def test_an_enum_value_outside_the_enum_is_fed_back() -> None:
+    model = ScriptedModel(
+        [
+            '{"name": "Nice", "kind": "village", "mayor": {"name": "E"}}',
+            '{"name": "Nice", "kind": "port", "mayor": {"name": "E"}}',
+        ]
+    )
+    result = await Agent(model, output_type=Town).run("q")
+    assert result.output.kind is Kind.PORT
+    assert "kind: Input should be 'capital' or 'port'" in model.requests[1].messages[-1].text
+
+
+def test_strict_schema_closes_objects_requires_every_property_and_drops_defaults() -> None:
+    strict = output_schema(Town).strict
+    assert strict is not None
+    assert strict["required"] == ["name", "kind", "mayor", "twin"]
+    assert strict["additionalProperties"] is False
+    mayor = strict["$defs"]["Mayor"]
+    assert mayor["required"] == ["name", "party"] and mayor["additionalProperties"] is False
+    assert "default" not in mayor["properties"]["party"]
+    assert {"type": "null"} in mayor["properties"]["party"]["anyOf"]  # optional stays nullable
+    assert strict["$defs"]["Kind"]["enum"] == ["capital", "port"]
+
+
+def test_a_type_with_open_ended_objects_has_no_strict_schema() -> None:
+    class Scores(BaseModel):
+        by_name: dict[str, int]
+
+    class Loose(BaseModel):
+        value: Any
+
+    assert output_schema(Scores).strict is None
+    assert output_schema(Loose).strict is None
+    assert output_schema(list[City]).wrapped and output_schema(list[City]).strict is not None
+
+
+async def test_retries_go_through_the_model_stack_seen_by_log_and_counted_by_limit_and_budget(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="onion")
+    model = ScriptedModel(['{"name": "Paris"}', City(name="Paris", population=1)])
+    agent = Agent(model, output_type=City).use(log, budget(max_tokens=10**6), limit(model_calls=2))
+    result = await agent.run("q")
+    assert result.usage.requests == 2
+    assert sum("population" in record.getMessage() for record in caplog.records) >= 1
+
+    limited = Agent(ScriptedModel(['{"name": "Paris"}', "{}"]), output_type=City).use(limit(model_calls=1))
+    with pytest.raises(LimitReached):
+        await limited.run("q")
+
+
+async def test_a_streamed_run_ends_with_the_typed_output() -> None:
+    model = ScriptedModel(['{"name": "Paris"}', City(name="Paris", population=1)])
+    events = [event async for event in Agent(model).stream("q", output_type=City)]
+    assert isinstance(events[0], TextDelta)
+    final = events[-1]
+    assert isinstance(final, RunFinished)
+    assert final.result.output == City(name="Paris", population=1)
+
+
+async def test_a_paused_typed_run_resumes_to_a_typed_output_and_saves_the_answer_text() -> None:
+    async def hold(ctx: ToolCall, call_next: Any) -> ToolResult:
+        return ctx.pause("check first") if not ctx.approved else await call_next(ctx)
+
+    model = ScriptedModel([[call("lookup", name="Paris")], City(name="Paris", population=1)])
+    agent = Agent(model, tools=[lookup], middleware=[hold])
+    paused = await agent.run("q", output_type=City)
+    assert paused.paused and paused.output is None
+    state = RunState.from_json(paused.to_state().to_json())
+    state.approve_all()
+    result = await agent.resume(state, output_type=City)
+    assert result.output == City(name="Paris", population=1)
+    assert result.to_state().output == '{"name":"Paris","population":1}'
+
+
+async def test_a_layer_sees_output_type_on_every_model_call() -> None:
+    seen: list[Any] = []
+
+    async def watch(ctx: ModelCall, call_next: Any) -> Any:
+        seen.append(ctx.output_type)
+        return await call_next(ctx)
+
+    model = ScriptedModel([[call("lookup", name="Paris")], "[]"])
+    await Agent(model, tools=[lookup], middleware=[watch]).run("q", output_type=list[City])
+    assert seen == [list[City], list[City]]
