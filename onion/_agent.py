@@ -27,7 +27,7 @@ from ._messages import Message, ToolRequest
 from ._model import Model, resolve_model
 from ._output import output_schema
 from ._stack import Handler, Stack, bad_result, checked_by_default, concurrent_call_next
-from ._state import PausedBatch, PendingCall, RunState, plain_state
+from ._state import PausedBatch, PendingCall, RunState, check_resumable, plain_state
 from ._threads import ToolThreads, default_tool_threads
 from ._tools import Tool, as_tool, render, valid_text
 from .errors import (
@@ -385,39 +385,7 @@ class Agent(Generic[OutputT]):
         """A `Run` going on from `state`, after checking that it can."""
         if not isinstance(state, RunState):
             raise TypeError(f"resume() takes a RunState (RunState.from_json(text)), not {type(state).__name__}")
-        if not state.paused:
-            raise RunStateError(
-                f"run {state.run_id} is {state.status}: there is nothing to resume; start a new run with agent.run()"
-            )
-        undecided = [f"{call.id} ({call.name})" for call in state.pending if call.decision is None]
-        if undecided:
-            raise RunStateError(
-                f"run {state.run_id} has undecided pending calls: {', '.join(undecided)}; decide each with "
-                "state.approve(id), state.edit(id, args) or state.reject(id, reason=...) (or state.approve_all())"
-            )
-        missing = sorted({c.name for c in state.pending if c.decision != "rejected"} - self._tools_by_name.keys())
-        if missing:
-            raise RunStateError(
-                f"run {state.run_id} has approved calls of tool(s) {', '.join(missing)} that agent {self.name} "
-                f"does not have (its tools: {', '.join(self._tools_by_name) or 'none'}); resume with an agent "
-                "that has them, or reject those calls"
-            )
-        for call in state.pending:
-            if call.decision == "edited":
-                try:
-                    self._tools_by_name[call.name].validate(call.edited_args or {})
-                except ToolArgumentsError as error:
-                    raise RunStateError(
-                        f"run {state.run_id}: the edited arguments of call {call.id} do not fit: {error}; "
-                        f"fix them with state.edit({call.id!r}, args)"
-                    ) from None
-        asked = state.messages[-1].tool_calls if state.messages and state.messages[-1].role == "assistant" else []
-        known = {m.tool_call_id for m in state.answered} | {c.id for c in state.pending}
-        if not state.pending or {r.id for r in asked} != known:
-            raise RunStateError(
-                f"run {state.run_id}: the state's last message, answered and pending calls do not fit together "
-                "(it was changed or damaged); save states with RunState.to_json() and load them with from_json()"
-            )
+        check_resumable(state, self.name, self._tools_by_name)
         run = Run(self, state.input, list(state.messages), plain_state(state.state), output_type)
         run.id = state.run_id
         run.steps = state.steps

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._messages import Message, Usage
-from .errors import RunStateError
+from .errors import RunStateError, ToolArgumentsError
 
 if TYPE_CHECKING:
     from ._calls import RunResult
+    from ._tools import Tool
 
 VERSION = 1
 """The version `to_json` writes and `from_json` reads."""
@@ -249,6 +250,43 @@ def _output_text(result: RunResult[Any]) -> str:
     if run is None or run._output is None:
         return str(result.output)
     return run.messages[-1].text
+
+
+def check_resumable(state: RunState, agent: str, tools: dict[str, Tool]) -> None:
+    """Raise `RunStateError` saying what to do unless agent `agent`, with `tools`, can resume `state`."""
+    if not state.paused:
+        raise RunStateError(
+            f"run {state.run_id} is {state.status}: there is nothing to resume; start a new run with agent.run()"
+        )
+    undecided = [f"{call.id} ({call.name})" for call in state.pending if call.decision is None]
+    if undecided:
+        raise RunStateError(
+            f"run {state.run_id} has undecided pending calls: {', '.join(undecided)}; decide each with "
+            "state.approve(id), state.edit(id, args) or state.reject(id, reason=...) (or state.approve_all())"
+        )
+    missing = sorted({c.name for c in state.pending if c.decision != "rejected"} - tools.keys())
+    if missing:
+        raise RunStateError(
+            f"run {state.run_id} has approved calls of tool(s) {', '.join(missing)} that agent {agent} "
+            f"does not have (its tools: {', '.join(tools) or 'none'}); resume with an agent "
+            "that has them, or reject those calls"
+        )
+    for call in state.pending:
+        if call.decision == "edited":
+            try:
+                tools[call.name].validate(call.edited_args or {})
+            except ToolArgumentsError as error:
+                raise RunStateError(
+                    f"run {state.run_id}: the edited arguments of call {call.id} do not fit: {error}; "
+                    f"fix them with state.edit({call.id!r}, args)"
+                ) from None
+    asked = state.messages[-1].tool_calls if state.messages and state.messages[-1].role == "assistant" else []
+    known = {m.tool_call_id for m in state.answered} | {c.id for c in state.pending}
+    if not state.pending or {r.id for r in asked} != known:
+        raise RunStateError(
+            f"run {state.run_id}: the state's last message, answered and pending calls do not fit together "
+            "(it was changed or damaged); save states with RunState.to_json() and load them with from_json()"
+        )
 
 
 def plain_state(state: dict[str, Any]) -> dict[str, Any]:
