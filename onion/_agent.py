@@ -28,6 +28,7 @@ from ._model import Model, resolve_model
 from ._output import output_schema
 from ._stack import Handler, Stack, bad_result, checked_by_default, concurrent_call_next
 from ._state import PausedBatch, PendingCall, RunState, check_resumable, plain_state
+from ._streaming import EventQueue
 from ._threads import ToolThreads, default_tool_threads
 from ._tools import Tool, as_tool, render, valid_text
 from .errors import (
@@ -343,14 +344,14 @@ class Agent(Generic[OutputT]):
         chains = self._compiled()
         output_type = self.output_type if output_type is None else output_type
         run = Run(self, input, self._first_messages(input), state, output_type)
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        run.emit = queue.put_nowait
+        queue = EventQueue()
+        run.emit = queue.put
 
         async def produce() -> RunResult[Any]:
             try:
                 return await self._run(chains, run)
             finally:
-                queue.put_nowait(None)
+                queue.end()
 
         task = asyncio.ensure_future(produce())
         try:
@@ -362,6 +363,8 @@ class Agent(Generic[OutputT]):
             if not task.done():
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+            elif not task.cancelled():
+                task.exception()  # the consumer left after the run failed: retrieved, so asyncio logs nothing
 
     async def _run(
         self, chains: _Chains, run: Run, session: Session | None = None, session_from: int = 0
@@ -571,11 +574,14 @@ class Agent(Generic[OutputT]):
             raise concurrent_call_next(f"one of {[layer.name for layer in self.stack.layers('model')]}", "model")
         call._entered = True
         try:
-            stream = getattr(call.model, "stream", None)
-            if call.run.emit is None or stream is None:
-                response = await call.model.request(call)
-            else:
+            stream, emit = getattr(call.model, "stream", None), call.run.emit
+            if emit is not None and stream is not None:
                 response = await self._stream_request(call, stream)
+            else:
+                if emit is not None and call.streamed:  # a model that does not stream replaces a partial stream
+                    emit(StreamReset())
+                    call.streamed = False
+                response = await call.model.request(call)
         finally:
             call._entered = False
         if not isinstance(response, ModelResponse):

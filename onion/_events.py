@@ -39,10 +39,14 @@ class ToolResultEvent:
 
 @dataclass(slots=True)
 class StreamReset:
-    """A model call that had started streaming is being tried again (a retry, a fallback).
+    """The text streamed so far for this model call is not the answer: discard it.
 
-    Discard the `TextDelta`s and `ToolCallStarted`s received since the last
-    `ModelCallFinished`: the new attempt streams its answer from the start.
+    Sent when a call that had started streaming is tried again (a retry, a
+    fallback), or its streamed answer is replaced (a model that does not
+    stream answers after a dropped stream, an `on_error` hook recovers, a
+    layer changes the text). Discard the `TextDelta`s received since the
+    last `ModelCallFinished`: the answer the run returns follows, streamed
+    from the start or as one `TextDelta`.
     """
 
 
