@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections.abc import Callable, Iterator
 
 import pytest
+from hypothesis import settings
 
 from onion.testing import FakeProviderServer
+
+# Property tests explore the same examples on every run (CI never fails on a new random draw);
+# `HYPOTHESIS_PROFILE=explore` searches afresh.
+settings.register_profile("ci", derandomize=True, deadline=None)
+settings.register_profile("explore", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def server_threads() -> list[threading.Thread]:
