@@ -7,10 +7,12 @@ import importlib.util
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from .._calls import ModelCall, ModelResponse
+from .._output import OutputSchema, output_schema
 from ..errors import AuthenticationError, ResponseFormatError
+from ._answer_tool import ANSWER_TOOL, ANSWER_TOOL_DESCRIPTION, answer_from_tool
 from ._errors import model_error
 from ._surrogates import replace_lone_surrogates
 
@@ -54,6 +56,12 @@ class ProviderModel(ABC):
     raised as an `onion.errors.ModelError` subclass, the SDK's exception
     chained as `__cause__`. Lone surrogates in a request's text are sent as
     U+FFFD (the SDKs cannot encode them).
+
+    A call with an `output_type` sends its schema natively
+    (`output_mode="native"`, the default) where the API can take it, else as a
+    `final_answer` tool whose arguments are the answer; `output_mode="tool"`
+    always uses the tool (for compatible servers without structured output).
+    See docs/output.md.
     """
 
     provider: ClassVar[str]
@@ -69,13 +77,18 @@ class ProviderModel(ABC):
         api_key: str | None = None,
         base_url: str | None = None,
         timeout: float | None = None,
+        output_mode: Literal["native", "tool"] = "native",
     ) -> None:
+        if output_mode not in ("native", "tool"):
+            raise ValueError(f'{type(self).__name__}: output_mode must be "native" or "tool", got {output_mode!r}')
         if client is not None and (api_key is not None or base_url is not None or timeout is not None):
             raise TypeError("pass either client= or api_key=/base_url=/timeout= (which build a client), not both")
         if client is None and importlib.util.find_spec(self.provider) is None:
             sdk = self.provider
             raise ImportError(f"{type(self).__name__} needs the {sdk} SDK: pip install 'onion[{sdk}]'")
         self.name = name
+        self.output_mode = output_mode
+        """How a call's `output_type` reaches the model: `"native"` (its structured output) or `"tool"`."""
         self._client = client
         self._owns_client = client is None
         self._options: dict[str, Any] = {"max_retries": 0}
@@ -105,9 +118,23 @@ class ProviderModel(ABC):
             client, self._client = self._client, None
             await client.close()
 
+    def _request_params(self, call: ModelCall) -> tuple[dict[str, Any], bool]:
+        """The create call's keywords for `call`, and whether its answer comes as the `final_answer` tool."""
+        params = self._params(call)
+        if call.output_type is str:
+            return params, False
+        schema = output_schema(call.output_type)
+        if self.output_mode == "native" and self._takes_natively(schema):
+            self._add_native_output(params, schema)
+            return params, False
+        answer = self._tool_param(ANSWER_TOOL, ANSWER_TOOL_DESCRIPTION, schema.schema)
+        params["tools"] = [*params.get("tools", ()), answer]
+        return params, True
+
     async def request(self, call: ModelCall) -> ModelResponse:
         """Send `call` and return the whole response."""
-        params = replace_lone_surrogates(self._params(call))
+        params, by_tool = self._request_params(call)
+        params = replace_lone_surrogates(params)
         try:
             raw = await self._send(params, stream=False)
         except Exception as error:
@@ -119,11 +146,13 @@ class ProviderModel(ABC):
         if missing is not None:
             message = f"{self.provider} sent a response without its `{missing}` field; it begins: {_start(raw)}"
             raise ResponseFormatError(message, provider=self.provider)
-        return self._read(self._response, raw)
+        response = self._read(self._response, raw)
+        return answer_from_tool(response) if by_tool else response
 
     async def stream(self, call: ModelCall) -> AsyncIterator[Any]:
         """Send `call` streamed: yield `TextDelta` / `ToolCallStarted` events, then the `ModelResponse`."""
-        params = replace_lone_surrogates(self._params(call))
+        params, by_tool = self._request_params(call)
+        params = replace_lone_surrogates(params)
         reader = self._reader()
         try:
             events = await self._send(params, stream=True)
@@ -137,7 +166,7 @@ class ProviderModel(ABC):
             if mapped is None or mapped is error:
                 raise
             raise mapped from error
-        yield response
+        yield answer_from_tool(response) if by_tool else response
 
     def _read(self, reader: Callable[..., T], *args: Any) -> T:
         """`reader(*args)`, a response that lacks what onion expects raised as `ResponseFormatError`."""
@@ -175,6 +204,18 @@ class ProviderModel(ABC):
         if stream:
             return await create(**params, stream=True)
         return await create(**params)
+
+    def _takes_natively(self, schema: OutputSchema) -> bool:
+        """Whether this API's structured output can carry `schema` (else the answer tool carries it)."""
+        return True
+
+    @abstractmethod
+    def _add_native_output(self, params: dict[str, Any], schema: OutputSchema) -> None:
+        """Put `schema` into `params` as this API's structured output field."""
+
+    @abstractmethod
+    def _tool_param(self, name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+        """One tool definition in this API's shape."""
 
     @abstractmethod
     def _create_method(self) -> Any:

@@ -6,9 +6,10 @@ onion builds a client, never by `import onion`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._calls import ModelCall, ModelResponse
+from .._output import OutputSchema
 from ..errors import AuthenticationError
 from ._anthropic_wire import AnthropicStreamReader, read_response, request_params
 from ._provider_model import ProviderModel, StreamReader
@@ -30,6 +31,12 @@ class AnthropicModel(ProviderModel):
     `max_tokens`; a `max_tokens` setting overrides it. Other settings
     (`temperature`, `top_p`, `stop_sequences`, `thinking`, `extra_headers`,
     ...) go to `messages.create` verbatim.
+
+    Structured output goes in `output_config={"format": {"type":
+    "json_schema", "schema": ...}}` with the strict form of the schema
+    (`OutputSchema.strict`: objects closed, every property required); a type
+    without one (`dict` fields, `Any`) is asked for through the `final_answer`
+    tool instead.
     """
 
     provider = "anthropic"
@@ -44,8 +51,11 @@ class AnthropicModel(ProviderModel):
         base_url: str | None = None,
         timeout: float | None = None,
         max_tokens: int = 4096,
+        output_mode: Literal["native", "tool"] = "native",
     ) -> None:
-        super().__init__(name, client=client, api_key=api_key, base_url=base_url, timeout=timeout)
+        super().__init__(
+            name, client=client, api_key=api_key, base_url=base_url, timeout=timeout, output_mode=output_mode
+        )
         self.max_tokens = max_tokens
 
     def _build_client(self, options: dict[str, Any]) -> Any:
@@ -62,6 +72,17 @@ class AnthropicModel(ProviderModel):
 
     def _params(self, call: ModelCall) -> dict[str, Any]:
         return request_params(call, self.name, self.max_tokens)
+
+    def _takes_natively(self, schema: OutputSchema) -> bool:
+        return schema.strict is not None
+
+    def _add_native_output(self, params: dict[str, Any], schema: OutputSchema) -> None:
+        config = dict(params.get("output_config") or {})
+        config["format"] = {"type": "json_schema", "schema": schema.strict}
+        params["output_config"] = config
+
+    def _tool_param(self, name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+        return {"name": name, "description": description, "input_schema": schema}
 
     def _create_method(self) -> Any:
         return self.client.messages.create

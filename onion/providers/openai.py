@@ -6,16 +6,23 @@ The SDK is imported when onion builds a client, never by `import onion`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._calls import ModelCall, ModelResponse
+from .._output import OutputSchema
 from ._openai_chat_wire import ChatStreamReader, read_response, request_params
 from ._provider_model import ProviderModel, StreamReader
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-__all__ = ["OpenAIChatModel", "build_openai_client"]
+__all__ = ["OpenAIChatModel", "build_openai_client", "json_schema_format"]
+
+
+def json_schema_format(schema: OutputSchema) -> dict[str, Any]:
+    """`name`, `schema` and `strict` of an OpenAI json_schema format: strict when the schema has a strict form."""
+    strict = schema.strict is not None
+    return {"name": schema.name, "schema": schema.strict if strict else schema.schema, "strict": strict}
 
 
 def build_openai_client(options: dict[str, Any]) -> Any:
@@ -35,6 +42,11 @@ class OpenAIChatModel(ProviderModel):
     `system_role` is the role system messages are sent with (`"developer"`
     for models that want it). Streaming asks for usage
     (`stream_options={"include_usage": True}`) unless a setting says otherwise.
+
+    Structured output goes in `response_format={"type": "json_schema",
+    "json_schema": {"name", "schema", "strict"}}`: the strict form of the
+    schema with `strict: true`, or, for a type without one (`dict` fields,
+    `Any`), the schema as is with `strict: false`.
     """
 
     provider = "openai"
@@ -49,8 +61,11 @@ class OpenAIChatModel(ProviderModel):
         base_url: str | None = None,
         timeout: float | None = None,
         system_role: str = "system",
+        output_mode: Literal["native", "tool"] = "native",
     ) -> None:
-        super().__init__(name, client=client, api_key=api_key, base_url=base_url, timeout=timeout)
+        super().__init__(
+            name, client=client, api_key=api_key, base_url=base_url, timeout=timeout, output_mode=output_mode
+        )
         self.system_role = system_role
 
     def _build_client(self, options: dict[str, Any]) -> Any:
@@ -58,6 +73,12 @@ class OpenAIChatModel(ProviderModel):
 
     def _params(self, call: ModelCall) -> dict[str, Any]:
         return request_params(call, self.name, self.system_role)
+
+    def _add_native_output(self, params: dict[str, Any], schema: OutputSchema) -> None:
+        params["response_format"] = {"type": "json_schema", "json_schema": json_schema_format(schema)}
+
+    def _tool_param(self, name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": name, "description": description, "parameters": schema}}
 
     def _create_method(self) -> Any:
         return self.client.chat.completions.create

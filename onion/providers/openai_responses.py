@@ -6,12 +6,13 @@ when onion builds a client, never by `import onion`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._calls import ModelCall, ModelResponse
+from .._output import OutputSchema
 from ._openai_responses_wire import ResponsesStreamReader, read_response, request_params
 from ._provider_model import ProviderModel, StreamReader
-from .openai import build_openai_client
+from .openai import build_openai_client, json_schema_format
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -28,6 +29,10 @@ class OpenAIResponsesModel(ProviderModel):
     Every request carries the whole history (`input`); onion does not use
     `previous_response_id`. Settings pass through to `responses.create`
     (`store`, `reasoning`, `max_output_tokens`, ...).
+
+    Structured output goes in `text={"format": {"type": "json_schema",
+    "name", "schema", "strict"}}` (kept beside a `text` setting's other keys),
+    strict as for `OpenAIChatModel`.
     """
 
     provider = "openai"
@@ -41,14 +46,25 @@ class OpenAIResponsesModel(ProviderModel):
         api_key: str | None = None,
         base_url: str | None = None,
         timeout: float | None = None,
+        output_mode: Literal["native", "tool"] = "native",
     ) -> None:
-        super().__init__(name, client=client, api_key=api_key, base_url=base_url, timeout=timeout)
+        super().__init__(
+            name, client=client, api_key=api_key, base_url=base_url, timeout=timeout, output_mode=output_mode
+        )
 
     def _build_client(self, options: dict[str, Any]) -> Any:
         return build_openai_client(options)
 
     def _params(self, call: ModelCall) -> dict[str, Any]:
         return request_params(call, self.name)
+
+    def _add_native_output(self, params: dict[str, Any], schema: OutputSchema) -> None:
+        text = dict(params.get("text") or {})
+        text["format"] = {"type": "json_schema", **json_schema_format(schema)}
+        params["text"] = text
+
+    def _tool_param(self, name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "function", "name": name, "description": description, "parameters": schema, "strict": False}
 
     def _create_method(self) -> Any:
         return self.client.responses.create

@@ -11,7 +11,10 @@ It answers `POST /v1/messages`, `/v1/chat/completions` and `/v1/responses`, as
 JSON or as server-sent events when the request body says `"stream": true`.
 Each request takes the next script item, whichever API it came through. Script
 items are those of `ScriptedModel` (a `str`, a list of `call(...)`, a
-`ModelResponse`) plus the faults below. Every request is recorded in
+`ModelResponse`, a pydantic object answered as its JSON text) plus the faults
+below. Structured output fields are checked as the APIs check them (a
+malformed one gets a 400) and read back with `RecordedRequest.output_format`.
+Every request is recorded in
 `server.requests` before it is answered. Standard library only; it runs in a
 background thread, so sync and async tests can share it. `close()` (or leaving
 the `with` block) ends every connection and joins every thread it started.
@@ -31,6 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .._calls import ModelResponse
+from ._fake_formats import format_problem, output_format
 from ._fake_wire import (
     BODIES,
     FIRST_EVENT,
@@ -79,6 +83,12 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any
+
+    @property
+    def output_format(self) -> dict[str, Any] | None:
+        """The structured output field of the request, whichever API: Anthropic `output_config.format`,
+        Chat `response_format`, Responses `text.format` (None when it has none)."""
+        return output_format(_APIS.get(self.path), self.body)
 
 
 _APIS = {"/v1/messages": "anthropic", "/v1/chat/completions": "chat", "/v1/responses": "responses"}
@@ -266,10 +276,11 @@ class _Handler(BaseHTTPRequestHandler):
         recorded = RecordedRequest("POST", path, headers, body)
         api = _APIS.get(path)
         problem = anthropic_request_problem(body) if api == "anthropic" and isinstance(body, dict) else None
-        if problem is not None:
+        problem = problem or format_problem(api, body)
+        if problem is not None and api is not None:
             with fake._lock:
                 fake.requests.append(recorded)
-            self._send_json(400, error_body("anthropic", "invalid_request_error", problem))
+            self._send_json(400, error_body(api, "invalid_request_error", problem))
             return
         item = fake._take(recorded)
         if api is None:

@@ -1,0 +1,73 @@
+"""The fake server's view of structured output fields: where each API carries the schema, and what it refuses.
+
+Anthropic: `output_config.format`; Chat Completions: `response_format`;
+Responses: `text.format`. A malformed field is answered with a 400, as the
+real APIs do: a format that is not `json_schema` with a schema object, an
+OpenAI format without a valid `name`, an Anthropic schema with an object not
+closed by `additionalProperties: false`, and a strict OpenAI schema whose
+objects are not closed or do not require every property.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def output_format(api: str | None, body: Any) -> dict[str, Any] | None:
+    """The field carrying the schema in a request body of `api`, or None."""
+    if not isinstance(body, dict):
+        return None
+    if api == "anthropic":
+        holder = body.get("output_config")
+        found = holder.get("format") if isinstance(holder, dict) else None
+    elif api == "chat":
+        found = body.get("response_format")
+    elif api == "responses":
+        holder = body.get("text")
+        found = holder.get("format") if isinstance(holder, dict) else None
+    else:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def format_problem(api: str | None, body: Any) -> str | None:
+    """Why the real API would refuse this request's structured output field (400), or None."""
+    found = output_format(api, body)
+    if found is None or found.get("type") in ("text", "json_object"):
+        return None
+    where = {"anthropic": "output_config.format", "chat": "response_format", "responses": "text.format"}[str(api)]
+    if found.get("type") != "json_schema":
+        return f"{where}.type: expected 'json_schema', got {found.get('type')!r}"
+    settings = found.get("json_schema") if api == "chat" else found
+    if not isinstance(settings, dict):
+        return f"{where}.json_schema: required"
+    schema = settings.get("schema")
+    if not isinstance(schema, dict):
+        return f"{where}: 'schema' must be a JSON schema object"
+    if api != "anthropic" and not _NAME.match(str(settings.get("name", ""))):
+        return f"{where}: 'name' must match ^[a-zA-Z0-9_-]{{1,64}}$, got {settings.get('name')!r}"
+    strict = api == "anthropic" or settings.get("strict") is True
+    if strict:
+        for path, node in _objects(schema, "schema"):
+            if node.get("additionalProperties") is not False:
+                return f"{where}: {path}: 'additionalProperties' must be explicitly set to false for objects"
+            if api != "anthropic" and sorted(node.get("required", [])) != sorted(node.get("properties", {})):
+                return f"{where}: {path}: 'required' must list every key in 'properties' (strict mode)"
+    return None
+
+
+def _objects(node: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every object schema within `node`, with its path."""
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _objects(item, f"{path}.{index}")
+    elif isinstance(node, dict):
+        if node.get("type") == "object":
+            yield path, node
+        for key, value in node.items():
+            if key not in ("enum", "const", "default", "examples"):
+                yield from _objects(value, f"{path}.{key}")
