@@ -11,17 +11,24 @@ from typing import Any
 
 from onion import Handler, Message, ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
 
+from .attempts import unwatch, watch
 from .patterns import BUILTIN, scrub, scrub_value
 
 
 class log:
     """Log every run, model call, tool batch and tool call as it finishes.
 
-    One record per call, at `level` (`error_level` when the call raised),
-    with the message `"<kind> <what> <outcome> <ms>ms ..."` and structured
-    `extra` fields: `kind`, `what`, `outcome` (`"ok"`, `"error"`,
-    `"cancelled"`), `duration_ms`, `run_id`, `input_tokens`,
-    `output_tokens`, `error` and, when `payloads` is true, `payload`.
+    One record per call, at `level` (`error_level` when the call raised or
+    a tool answered with an error), with the message
+    `"<kind> <what> <outcome> <ms>ms ..."` and structured `extra` fields:
+    `kind`, `what`, `outcome`, `duration_ms`, `run_id`, `input_tokens`,
+    `output_tokens`, `error`, `reason`, `retries` and, when `payloads` is
+    true, `payload`. The outcome is `"ok"`, `"error"` (the call raised, or a
+    tool's error result: `error` holds its text), `"blocked"` (a layer
+    refused the tool call with `ToolCall.block`: `reason` says why),
+    `"paused"` (a tool call paused for approval, or a run that paused:
+    `reason`) or `"cancelled"`. When a `retry` inside tried the call again,
+    `retries` lists what failed before each new attempt.
 
     Secrets and personal data (the one set `redact` uses too,
     `middleware.patterns.BUILTIN`: API keys, bearer tokens, `api_key=` style
@@ -69,19 +76,32 @@ class log:
         if not self.logger.isEnabledFor(min(self.level, self.error_level)):
             return await call_next(ctx)
         started = time.perf_counter()
+        failures, token = watch()
         try:
             result = await call_next(ctx)
         except BaseException as error:
             outcome = "error" if isinstance(error, Exception) else "cancelled"
-            self._record(ctx, what, outcome, started, None, error)
+            self._record(ctx, what, outcome, started, None, error, failures)
             raise
-        self._record(ctx, what, "ok", started, result, None)
+        finally:
+            unwatch(token)
+        self._record(ctx, what, "ok", started, result, None, failures)
         return result
 
     def _record(
-        self, ctx: Any, what: str, outcome: str, started: float, result: Any, error: BaseException | None
+        self,
+        ctx: Any,
+        what: str,
+        outcome: str,
+        started: float,
+        result: Any,
+        error: BaseException | None,
+        failures: list[tuple[Any, BaseException]],
     ) -> None:
-        level = self.level if error is None else self.error_level
+        reason = None
+        if error is None:
+            outcome, reason = _outcome(ctx, result)
+        level = self.level if error is None and outcome != "error" else self.error_level
         if not self.logger.isEnabledFor(level):
             return
         kind = ctx.kind
@@ -103,6 +123,14 @@ class log:
         if error is not None:
             fields["error"] = self._truncated(scrub(f"{type(error).__name__}: {error}", self.patterns))
             message += f" {fields['error']}"
+        elif reason is not None:
+            name = "error" if outcome == "error" else "reason"
+            fields[name] = self._truncated(scrub(reason, self.patterns))
+            message += f" ({fields[name]})"
+        retried = [self._truncated(scrub(f"{type(e).__name__}: {e}", self.patterns)) for c, e in failures if c is ctx]
+        if retried:
+            fields["retries"] = retried
+            message += f" after {len(retried)} {'retry' if len(retried) == 1 else 'retries'} ({'; '.join(retried)})"
         if self.payloads:
             fields["payload"] = payload = self._truncated(self._payload(ctx, result))
             message += f" {payload}"
@@ -159,3 +187,20 @@ def _text_of(input: Any) -> Any:
     if isinstance(input, list | tuple):
         return [_text_of(item) for item in input]
     return input if isinstance(input, str) else repr(input)
+
+
+def _outcome(ctx: Any, result: Any) -> tuple[str, str | None]:
+    """What a call that returned came to, and why: `ok`, `paused`, `blocked` or `error` (a tool's error result)."""
+    if isinstance(result, ToolResult):
+        paused = getattr(ctx, "pause_reason", None)
+        if paused is not None:
+            return "paused", paused
+        if not result.is_error:
+            return "ok", None
+        refusal = ctx.block("").content if isinstance(ctx, ToolCall) else None
+        if refusal and result.content.startswith(refusal):
+            return "blocked", result.content[len(refusal) :]
+        return "error", result.content
+    if isinstance(result, RunResult) and result.paused:
+        return "paused", "waiting for " + ", ".join(call.name for call in result.pending)
+    return "ok", None

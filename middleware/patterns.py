@@ -176,18 +176,20 @@ def open_match_start(text: str) -> int:
 
     More text could extend or complete a match that starts there: the last
     word, a card number's digits, a secret's name and its value so far, a PEM
-    block without its `END` line. `scrub(text[:i])` for this `i` hides what
-    scrubbing the whole text, once it has all arrived, would hide there.
+    block without its `END` line. The place is always the start of a word,
+    and never inside a whole match, so `scrub(text[:i])` for this `i` hides
+    what scrubbing the whole text, once it has all arrived, would hide there.
     """
-    start = max(text.rfind(" "), text.rfind("\n"), text.rfind("\t"), text.rfind("\r")) + 1
+    start = len(text)
     found = _OPEN.search(text)
     if found is not None:
-        start = min(start, found.start())
+        start = found.start()
     begin = text.rfind("-----BEGIN")
     if begin >= 0 and _PEM_END.search(text, begin) is None:
         start = min(start, begin)
     moved = True
-    while moved:  # a whole match that spans words (a quoted value, a PEM block) is not cut either
+    while moved:  # nor inside a word, nor inside a whole match that spans words (a quoted value, a PEM block)
+        start = max(text.rfind(" ", 0, start), text.rfind("\n", 0, start), text.rfind("\t", 0, start)) + 1
         moved = False
         for pattern in _SPANNING:
             for match in pattern.finditer(text):

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from onion import Handler, ModelCall, ModelResponse, ToolCall, ToolResult
 from onion.errors import ModelError
 
+from .attempts import retried
+
 if TYPE_CHECKING:
     from tenacity import AsyncRetrying, RetryCallState
 
@@ -92,8 +94,9 @@ class retry:
     (never sent early). `tools` opts tool calls in: `True`, names, or a
     predicate on the `ToolCall`. The remaining keywords configure the
     `RetryPolicy` (or pass your own as `policy`). `sleep` and `clock` are
-    swapped in tests. Each retry adds 1 to `run.state["retries"]`. Put
-    `timeout` inside `retry` to bound each attempt, outside to bound them all.
+    swapped in tests. Each retry adds 1 to `run.state["retries"]` and tells
+    a `log` outside what failed (`middleware.attempts`). Put `timeout`
+    inside `retry` to bound each attempt, outside to bound them all.
     """
 
     __slots__ = ("_model", "_tool", "attempts", "clock", "max_delay", "policy", "sleep", "tools", "wrap_only")
@@ -190,5 +193,8 @@ def _error(state: RetryCallState) -> BaseException | None:
 def _count(state: RetryCallState) -> None:
     ctx = state.kwargs.get("ctx")
     if ctx is not None:
+        error = _error(state)
+        if error is not None:
+            retried(ctx, error)
         run_state = ctx.run.state
         run_state["retries"] = run_state.get("retries", 0) + 1

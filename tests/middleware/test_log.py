@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from middleware import log
+from middleware import approve, deny_tools, log, retry
 from middleware.patterns import API_KEY, BEARER, scrub
 from onion import Agent, Message, ModelResponse, Usage, tool
-from onion.errors import AuthenticationError
+from onion.errors import AuthenticationError, ConnectionLostError, RateLimitedError
 from onion.testing import FunctionModel, ScriptedModel, call
 
 SECRET = "sk-ant-api03-SECRETSECRETSECRET"
@@ -174,3 +174,51 @@ async def test_keys_after_newlines_tabs_quotes_and_in_nested_json_never_reach_th
     for key in keys:
         assert key[8:] not in logged
     assert "hunter2hunter2" not in logged
+
+
+@tool
+def fails(text: str) -> str:
+    """Always fails."""
+    raise ValueError(f"cannot handle {text}")
+
+
+async def test_blocked_calls_are_logged_as_blocked_with_the_reason_and_error_results_as_errors(
+    records: list[logging.LogRecord],
+) -> None:
+    """A refused call is `blocked` (why, at INFO); a tool's error result is `error` (its text, at WARNING)."""
+    model = ScriptedModel([[call("echo", text="hi"), call("fails", text="x")], "done"])
+    agent = Agent(model, tools=[echo, fails]).use(log, deny_tools("echo", reason="not today"))
+    await agent.run("go")
+    by_name = {r.what: r for r in records if r.kind == "tool"}  # type: ignore[attr-defined]
+    blocked, failed = by_name["echo"], by_name["fails"]
+    assert (blocked.outcome, blocked.reason, blocked.levelno) == ("blocked", "not today", logging.INFO)  # type: ignore[attr-defined]
+    assert "tool echo blocked" in blocked.getMessage() and "(not today)" in blocked.getMessage()
+    assert (failed.outcome, failed.levelno) == ("error", logging.WARNING)  # type: ignore[attr-defined]
+    assert "ValueError: cannot handle x" in failed.error  # type: ignore[attr-defined]
+
+
+async def test_paused_calls_and_runs_are_logged_as_paused(records: list[logging.LogRecord]) -> None:
+    """A call paused for approval is `paused`, with the reason; so is the run it paused."""
+    model = ScriptedModel([[call("echo", text="hi")], "done"])
+    result = await Agent(model, tools=[echo]).use(log, approve(reason="a person must look")).run("go")
+    assert result.paused
+    tool_record, run_record = (r for r in records if r.kind in ("tool", "run"))  # type: ignore[attr-defined]
+    assert (tool_record.outcome, tool_record.reason) == ("paused", "a person must look")  # type: ignore[attr-defined]
+    assert (run_record.outcome, run_record.reason) == ("paused", "waiting for echo")  # type: ignore[attr-defined]
+
+
+async def test_a_log_outside_retry_says_what_failed_before_each_new_attempt(records: list[logging.LogRecord]) -> None:
+    """`retry` tells the `log` around it each failure it retried: the record lists them, in order."""
+
+    async def no_wait(seconds: float) -> None:
+        return None
+
+    model = ScriptedModel([ConnectionLostError("reset by peer"), RateLimitedError("slow down"), "done"])
+    await Agent(model).use(log, retry(attempts=3, sleep=no_wait, jitter=0)).run("go")
+    model_record, run_record = records
+    assert model_record.outcome == "ok"  # type: ignore[attr-defined]
+    assert model_record.retries == ["ConnectionLostError: reset by peer", "RateLimitedError: slow down"]  # type: ignore[attr-defined]
+    assert "ok" in model_record.getMessage() and "after 2 retries (ConnectionLostError: reset by peer;" in (
+        model_record.getMessage()
+    )
+    assert not hasattr(run_record, "retries")
