@@ -161,7 +161,7 @@ _OPEN = re.compile(
     r"(?<![0-9])(?<![0-9]" + _SEPARATOR + r")[0-9](?:" + _SEPARATOR + r"?[0-9])*+" + _SEPARATOR + r"?\Z"
     r"|(?<![\w-])[\w-]*?(?i:" + _SECRET_WORDS + r")[\w-]*+(?:\\?[\"'])?\s*+"
     r"(?:[:=]\s*+(?:(?i:bearer|basic|token)(?:\s++|\Z))?(?:\"[^\"]*+|'[^']*+|[^\s,;}&]*+))?\Z"
-    r"|(?<![A-Za-z0-9])(?i:bearer|basic)\s*+[A-Za-z0-9._~+/-]*+=*\Z"
+    r"|(?i:bearer|basic)\s*+[A-Za-z0-9._~+/-]*+=*\Z"
 )
 """A card number's digits, a secret's name (with its value so far), or a bearer token, reaching the end of the text."""
 

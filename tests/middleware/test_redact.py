@@ -239,7 +239,9 @@ async def test_stream_deltas_are_sent_as_soon_as_no_pattern_can_still_match() ->
 
 FRAGMENTS = [
     *("sk-ant-", "proj-", "abcdefgh", "ABCDEFGHIJKLMNOP", "AKIA", "ghp_", "0123", "4111", "1111", " ", "\n", "\u00a0"),
-    *("-", ".", ",", "_", "@", "x.com", "é", "password", ": ", "=", '"', "'", "Bearer ", "Authorization", "token "),
+    *("-", ".", ",", "_", "@", "x.com", "é", "password", ": ", "=", '"', "'", "Bearer ", "basic ", "token "),
+    *("Authorization",),
+    *("\\n", "\\", "\t", "\r", "api_key", ".co", "4012-8888", "-8888-1881"),
     *("-----BEGIN PRIVATE KEY-----", "-----END PRIVATE KEY-----", "MIIE"),
 ]
 
