@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench soak lint clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ test: $(STAMP) lint
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# The soak of tests/test_soak.py at 2,000 runs (ONION_SOAK_RUNS, ONION_SOAK_SEED, ONION_SOAK_AT_ONCE override).
+soak: $(STAMP)
+	ONION_SOAK_RUNS=$${ONION_SOAK_RUNS:-2000} $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_soak.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

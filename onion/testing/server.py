@@ -207,6 +207,7 @@ class FakeProviderServer:
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = False
+    request_queue_size = socket.SOMAXCONN  # the default, 5, resets connections that arrive in a burst
     block_on_close = True
     request_queue_size = 512  # a burst of concurrent clients is queued, not reset (the default is 5)
 
@@ -266,7 +267,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         fake = self.server.fake
-        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length)
+        if len(raw) < length:
+            self.close_connection = True  # the client left before sending its whole request: none was made
+            return
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
@@ -336,7 +341,8 @@ class _Handler(BaseHTTPRequestHandler):
             if isinstance(item, StreamError):
                 self._send_frames([stream_error(api, item.error_type, item.message)])
                 self._end_stream()
-            self.close_connection = True
+            else:
+                self.close_connection = True
         elif isinstance(item, MalformedBody):
             if streamed:
                 self._start_stream()

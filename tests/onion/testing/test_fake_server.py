@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import gzip
 import http.client
 import json
@@ -131,6 +133,44 @@ def test_stream_error_is_an_error_event_after_the_partial_text(server: FakeProvi
     error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     assert events[-1] == ("error", json.dumps(error))
     assert "message_stop" not in [event for event, _ in events]
+
+
+def test_a_stream_error_ends_its_stream_and_keeps_the_connection_for_the_next_request(
+    server: FakeProviderServer,
+) -> None:
+    """As the APIs do: a client that reuses the connection must not find it closed (a fault the script never asked for)."""
+    server.script([StreamError(partial_text="Hi"), "next"])
+    host, port = server.url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=5)
+    for body in ({"stream": True}, {}):
+        connection.request("POST", "/v1/messages", json.dumps(body), {"content-type": "application/json"})
+        response = connection.getresponse()
+        data = response.read()
+        assert response.status == 200
+    assert json.loads(data)["content"][0]["text"] == "next"
+    connection.close()
+
+
+async def test_a_burst_of_300_simultaneous_connections_is_served_without_a_reset() -> None:
+    """A listen backlog of 5 (the standard library's default) reset about a quarter of them."""
+
+    async def ask(host: str, port: int) -> bytes | str:
+        try:
+            reader, writer = await asyncio.open_connection(host, port)
+            body = b'{"model": "m"}'
+            head = b"POST /v1/messages HTTP/1.1\r\nhost: fake\r\nconnection: close\r\ncontent-length: %d\r\n\r\n"
+            writer.write(head % len(body) + body)
+            status = (await reader.read()).split(b"\r\n", 1)[0]
+            writer.close()
+            await writer.wait_closed()
+            return status
+        except OSError as error:
+            return type(error).__name__
+
+    async with FakeProviderServer(respond=lambda request: "ok") as fake:
+        host, port = fake.url.removeprefix("http://").split(":")
+        answers = await asyncio.gather(*(ask(host, int(port)) for _ in range(300)))
+    assert collections.Counter(answers) == {b"HTTP/1.1 200 OK": 300}
 
 
 def test_drop_connection_cuts_the_stream(server: FakeProviderServer) -> None:
