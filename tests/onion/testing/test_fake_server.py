@@ -138,7 +138,7 @@ def test_stream_error_is_an_error_event_after_the_partial_text(server: FakeProvi
 def test_a_stream_error_ends_its_stream_and_keeps_the_connection_for_the_next_request(
     server: FakeProviderServer,
 ) -> None:
-    """As the APIs do: a client that reuses the connection must not find it closed (a fault the script never asked for)."""
+    """As the APIs do: a client reusing the connection must not find it closed (a fault nobody scripted)."""
     server.script([StreamError(partial_text="Hi"), "next"])
     host, port = server.url.removeprefix("http://").split(":")
     connection = http.client.HTTPConnection(host, int(port), timeout=5)
