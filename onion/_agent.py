@@ -203,12 +203,24 @@ class Agent(Generic[OutputT]):
         output_type = self.output_type if output_type is None else output_type
         if session is None:
             return await self._run(chains, Run(self, input, self._first_messages(input), state, output_type))
-        conversation = self._session(session)
+        return await self._run_in_session(chains, input, state, output_type, self._session(session), None)
+
+    async def _run_in_session(
+        self,
+        chains: _Chains,
+        input: str | Message | Sequence[Message],
+        state: dict[str, Any] | None,
+        output_type: Any,
+        conversation: Session,
+        emit: Callable[[Any], None] | None,
+    ) -> RunResult[Any]:
+        """A run that starts from `conversation`'s messages and appends its own once it completes."""
         async with conversation.lock():
             history = await conversation.messages()
             first = self._first_messages(input)
             start = 1 if first and first[0].role == "system" else 0
             run = Run(self, input, [*first[:start], *history, *first[start:]], state, output_type)
+            run.emit = emit
             start += len(history)
             result = await self._run(chains, run, conversation, start)
             if not result.paused:
@@ -334,21 +346,25 @@ class Agent(Generic[OutputT]):
         input: str | Message | Sequence[Message],
         *,
         state: dict[str, Any] | None = None,
+        session: str | Session | None = None,
         output_type: Any = None,
     ) -> AsyncIterator[Event]:
         """Run the agent, yielding events as they happen; the last is `RunFinished`.
 
         Its `result.output` is the validated output (`output_type`, or the
-        agent's). Leaving the loop early cancels the run.
+        agent's). Leaving the loop early cancels the run. `session` as for `run`.
         """
         chains = self._compiled()
         output_type = self.output_type if output_type is None else output_type
-        run = Run(self, input, self._first_messages(input), state, output_type)
         queue = EventQueue()
-        run.emit = queue.put
+        conversation = None if session is None else self._session(session)
 
         async def produce() -> RunResult[Any]:
             try:
+                if conversation is not None:
+                    return await self._run_in_session(chains, input, state, output_type, conversation, queue.put)
+                run = Run(self, input, self._first_messages(input), state, output_type)
+                run.emit = queue.put
                 return await self._run(chains, run)
             finally:
                 queue.end()

@@ -134,3 +134,18 @@ async def test_a_paused_run_on_a_session_is_appended_when_it_completes_after_res
     kept = await store.session("s").messages()
     assert [m.role for m in kept] == ["user", "assistant", "tool", "tool", "assistant"]
     assert kept[-1].text == done.output
+
+
+async def test_a_streamed_run_is_journaled_and_its_pause_saved() -> None:
+    """agent.stream on an agent with a store: the paused run is in the store, and resumes from it."""
+    from onion import RunPaused
+
+    store = MemoryStore()
+    tools, paid = tools_and_log()
+    agent = Agent(FunctionModel(answer_with_tool_texts), tools=tools, store=store).use(approve("pay"))
+    events = [event async for event in agent.stream("pay both")]
+    assert isinstance(events[-1], RunPaused)
+    run_id = events[-1].result.run_id
+    state = await store.load(run_id)
+    state.approve_all()
+    assert (await agent.resume(state)).output == "paid 1 / paid 2" and paid == [1, 2]

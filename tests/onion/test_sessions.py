@@ -120,3 +120,15 @@ def test_a_session_id_without_a_store_says_how_to_give_one() -> None:
     agent = Agent(ScriptedModel(["x"]))
     with pytest.raises(ValueError, match="needs a store"):
         agent.run_sync("hi", session="s")
+
+
+async def test_a_streamed_run_continues_and_extends_its_session() -> None:
+    """agent.stream(..., session=) sees the session's history and appends the run when it finishes."""
+    from onion import RunFinished
+
+    store = MemoryStore()
+    agent = Agent(FunctionModel(echo_history), store=store)
+    await agent.run("one", session="s")
+    events = [event async for event in agent.stream("two", session="s")]
+    assert isinstance(events[-1], RunFinished) and events[-1].result.output == "one|two"
+    assert [m.text for m in await store.session("s").messages()] == ["one", "one", "two", "one|two"]
