@@ -80,3 +80,17 @@ def test_the_cli_runs_as_a_module(db: Path) -> None:
         [sys.executable, "-m", "onion", "runs", "show", run_id, "--db", str(db)], capture_output=True, text=True
     )
     assert shown.returncode == 0 and f"run      {run_id}" in shown.stdout and KEY not in shown.stdout
+
+
+async def test_runs_show_a_paused_runs_pending_calls_with_their_reasons(tmp_path: Path) -> None:
+    """A paused run lists its calls waiting for a decision, with why they paused; its row counts them."""
+    from middleware import approve
+
+    path = tmp_path / "paused.db"
+    async with SQLiteStore(path) as store:
+        agent = Agent(ScriptedModel([[call("send", to="bob", api_key=KEY)]]), tools=[send], store=store)
+        paused = await agent.use(approve("send", reason="sends mail")).run("send it")
+    row = (await list_runs(path)).splitlines()[1].split()
+    assert row[:3] == [paused.run_id, "paused", "1"]
+    shown = await show_run(path, paused.run_id)
+    assert "pending calls (1)" in shown and "paused: sends mail" in shown and KEY not in shown
