@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
 from onion import Handler, ModelCall, ModelResponse, ToolCall, ToolResult
+from onion.tracing import waited
 
 __all__ = ["concurrency"]
 
@@ -42,8 +44,10 @@ class Slots:
                 return
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
+        started = time.perf_counter()
         try:
             await waiter
+            waited(time.perf_counter() - started)
         except BaseException:
             with self._lock:
                 queued = waiter in self._waiters

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from onion import Handler, ModelCall, ModelResponse, Tool
 from onion.errors import RateLimitedError
+from onion.tracing import waited
 
 _MAX_TOKEN_SETTINGS = ("max_tokens", "max_output_tokens", "max_completion_tokens")
 
@@ -199,6 +200,7 @@ class rate_limit:
                     f"rate limit for {key} reached; retry in {delay:.3f}s", key=key, retry_after=delay
                 )
             await self.sleep(delay)
+            waited(delay)
         try:
             response: ModelResponse = await call_next(call)
         except BaseException as error:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from onion import Handler, ModelCall, ModelResponse, ToolCall, ToolResult
 from onion.errors import ModelError
+from onion.tracing import waited
 
 from .attempts import retried
 
@@ -191,6 +192,7 @@ def _error(state: RetryCallState) -> BaseException | None:
 
 
 def _count(state: RetryCallState) -> None:
+    waited(state.upcoming_sleep)
     ctx = state.kwargs.get("ctx")
     if ctx is not None:
         error = _error(state)

@@ -6,7 +6,7 @@ stack of `async def middleware(ctx, call_next)` layers.
 
 from __future__ import annotations
 
-from . import errors
+from . import errors, tracing
 from ._agent import Agent
 from ._calls import Call, ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
 from ._events import (
@@ -86,4 +86,5 @@ __all__ = [
     "output_schema",
     "resolve_model",
     "tool",
+    "tracing",
 ]

@@ -15,6 +15,7 @@ def cli() -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run an example agent and show every layer it passes through")
     demo.add_argument("--model", help='a real model, e.g. "anthropic:claude-sonnet-5-5" (needs its API key)')
+    demo.add_argument("--html", type=Path, help="also write the trace of both runs as one HTML page there")
     runs = commands.add_parser("runs", help="list the runs in a store (id, status, pending calls, age)")
     runs.add_argument("--db", type=Path, default=Path("onion.db"), help="the SQLite store (default: onion.db)")
     actions = runs.add_subparsers(dest="action")
@@ -23,7 +24,7 @@ def cli() -> None:
     show.add_argument("--db", type=Path, default=argparse.SUPPRESS, help="the SQLite store (default: onion.db)")
     arguments = parser.parse_args()
     if arguments.command == "demo":
-        asyncio.run(main(arguments.model))
+        asyncio.run(main(arguments.model, html=arguments.html))
     elif arguments.action == "show":
         print(asyncio.run(show_run(arguments.db, arguments.run_id)))
     else:

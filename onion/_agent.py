@@ -41,6 +41,7 @@ from .errors import (
     ToolArgumentsError,
     ToolLeftRunning,
 )
+from .tracing import _chains as tracing
 
 if TYPE_CHECKING:
     from typing import Self
@@ -125,6 +126,7 @@ class Agent(Generic[OutputT]):
         """How many more answers a run asks for after one fails validation as `output_type`."""
         self._chains: _Chains | None = None
         self._version = -1
+        self._tracing: tracing.Switch | None = None
 
     async def aclose(self) -> None:
         """Close the model's client if onion built it (a model given as a string); idempotent."""
@@ -429,16 +431,17 @@ class Agent(Generic[OutputT]):
         return messages
 
     def _compiled(self) -> _Chains:
-        if self._chains is None or self._version != self.stack.version:
-            stack, checked = self.stack, self.checked
+        """The chains, built again when the stack changed or tracing was turned on or off."""
+        if self._chains is None or self._version != self.stack.version or self._tracing is not tracing.active:
+            stack, checked, switch = self.stack, self.checked, tracing.active
             self._chains = _Chains(
-                stack.compose("run", self._loop, checked=checked),
-                stack.compose("model", self._request, checked=checked),
-                stack.compose("tools", self._run_batch, checked=checked),
-                stack.compose("tool", self._execute, checked=checked),
+                tracing.compose(stack, "run", self._loop, checked, switch),
+                tracing.compose(stack, "model", self._request, checked, switch),
+                tracing.compose(stack, "tools", self._run_batch, checked, switch),
+                tracing.compose(stack, "tool", self._execute, checked, switch),
                 stack,
             )
-            self._version = self.stack.version
+            self._version, self._tracing = self.stack.version, switch
         return self._chains
 
     # -- the loop --------------------------------------------------------------

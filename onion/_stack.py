@@ -71,19 +71,27 @@ class Stack:
             else:
                 yield item
 
-    def compose(self, kind: str, terminal: Handler, *, checked: bool | None = None) -> Handler:
+    def compose(
+        self,
+        kind: str,
+        terminal: Handler,
+        *,
+        checked: bool | None = None,
+        wrap: Callable[[Layer, str], Callable[..., Any]] | None = None,
+    ) -> Handler:
         """Build the chain for `kind` around `terminal`, outermost layer first.
 
         With `checked` (default: `ONION_CHECKED=1` or `python -X dev`) every
         layer's result is checked as it returns, naming the exact culprit;
         otherwise onion checks only what the whole chain returns, which
-        costs nothing per layer.
+        costs nothing per layer. `wrap(layer, kind)`, if given, returns the
+        function to run in place of each layer's own (tracing times layers so).
         """
         if checked is None:
             checked = checked_by_default()
         chain = terminal
         for layer in reversed(self.layers(kind)):
-            function = layer.wraps[kind]
+            function = layer.wraps[kind] if wrap is None else wrap(layer, kind)
             chain = _checked(layer.name, function, chain, kind) if checked else bind(function, chain)
         return chain
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from onion import check_history
 from onion._demo import main
@@ -17,13 +18,20 @@ async def test_demo_runs_twice_and_the_second_run_is_served_from_the_cache() -> 
     assert second.output == first.output == "Paris is warmer: 64.4°F against 39.2°F in Oslo."
     text = "\n".join(lines)
     assert "served from the cache" in text
-    assert "retry" in text and "called the next layer 2 times" in text
-    assert "delete_files was blocked" in text
+    assert "retried 1x after RateLimitedError, waited 0.05 s" in text
+    assert "delete_files was blocked" in text and "before_each_tool(no_deletes)" in text
+    assert "│  └─ cache" in text and "  hit" in text
     for result in (first, second):
         check_history(result.messages)
 
 
-def test_python_m_onion_demo_prints_a_run() -> None:
-    done = subprocess.run([sys.executable, "-m", "onion", "demo"], capture_output=True, text=True, timeout=60)
+def test_python_m_onion_demo_prints_a_run_and_writes_the_trace_page_with_html(tmp_path: Path) -> None:
+    """`python -m onion demo --html trace.html` prints both runs' trees and writes one page with both runs."""
+    page = tmp_path / "trace.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "onion", "demo", "--html", str(page)], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert "== run 2" in done.stdout and "model:  log -> rate_limit -> cache -> retry" in done.stdout
+    assert f"the trace page: {page}" in done.stdout
+    assert page.read_text().count('<section class="run">') == 2
