@@ -448,8 +448,9 @@ class Agent(Generic[OutputT]):
 
     async def _loop(self, run: Run) -> RunResult[Any]:
         chains = self._compiled()
-        if run.journal is not None and run.journal.recovered is not None:
-            await finish_recovered_batch(self, run, chains)
+        recovering = run.journal is not None and run.journal.recovered is not None
+        if recovering and await finish_recovered_batch(self, run, chains):
+            return _paused_result(run)
         if run._resumed is not None and await self._resume_batch(run, run._resumed, chains):
             return _paused_result(run)
         failures = 0

@@ -7,10 +7,9 @@ import contextlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from ._calls import ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
+from ._calls import ModelResponse, Run, RunResult, ToolCall, ToolResult
 from ._journal import INTERRUPTED, Journal, Replay, replay
 from ._messages import Message
-from ._stack import bad_result
 from .errors import OnionError, RunBusy, RunNotFound, RunStateError
 
 if TYPE_CHECKING:
@@ -133,40 +132,28 @@ def _check_agent(agent: Agent[Any], run_id: str, replayed: Replay) -> None:
         )
 
 
-async def finish_recovered_batch(agent: Agent[Any], run: Run, chains: _Chains) -> None:
+async def finish_recovered_batch(agent: Agent[Any], run: Run, chains: _Chains) -> bool:
     """Answer the batch a dead worker left: recorded results as they were, calls in doubt as interrupted
-    (idempotent tools run again), calls that never started run now through the tools chain."""
+    (idempotent tools run again), calls that never started run now through the tools chain.
+
+    Returns True when a layer paused one of those calls (the run then pauses, as `_tool_step` says).
+    """
     journal = run.journal
     assert journal is not None and journal.recovered is not None
     recovered, journal.recovered = journal.recovered, None
-    results = dict(recovered.results)
-    calls = []
+    settled: dict[str | None, Message] = {
+        call_id: Message.tool(call_id, result.content, result.is_error) for call_id, result in recovered.results.items()
+    }
+    requests = []
     for request in recovered.unanswered:
-        if request.id in results:
+        if request.id in settled:
             continue
         tool = agent._tools_by_name.get(request.name)
         if request.id in recovered.started and not (tool is not None and tool.idempotent):
-            result = results[request.id] = ToolResult(
-                INTERRUPTED.format(name=request.name), is_error=True, call_id=request.id
-            )
-            journal.hold_result(request.id, result)
+            interrupted = ToolResult(INTERRUPTED.format(name=request.name), is_error=True, call_id=request.id)
+            journal.hold_result(request.id, interrupted)
+            settled[request.id] = Message.tool(request.id, interrupted.content, True)
         else:
-            calls.append(ToolCall(run, request, tool))
-    try:
-        if calls:
-            produced = await chains.tools(ToolBatch(run, calls, ModelResponse(run.messages[-1])))
-            if not isinstance(produced, list) or len(produced) != len(calls):
-                raise bad_result(chains.stack, "tools", produced, expected_count=len(calls))
-            for call, result in zip(calls, produced, strict=True):
-                if not isinstance(result, ToolResult):
-                    raise bad_result(chains.stack, "tools", produced, expected_count=len(calls))
-                results[call.id] = result
-    except BaseException as error:
-        stopped = ToolResult(f"No result: the batch stopped ({type(error).__name__}).", is_error=True)
-        for call in calls:
-            results[call.id] = stopped
-        raise
-    finally:
-        for request in recovered.unanswered:
-            result = results[request.id]
-            run.messages.append(Message.tool(request.id, result.content, result.is_error))
+            requests.append(request)
+    calls = [ToolCall(run, request, agent._tools_by_name.get(request.name)) for request in requests]
+    return await agent._tool_step(run, ModelResponse(run.messages[-1]), chains, calls, requests, settled)

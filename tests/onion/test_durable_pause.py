@@ -149,3 +149,32 @@ async def test_a_streamed_run_is_journaled_and_its_pause_saved() -> None:
     state = await store.load(run_id)
     state.approve_all()
     assert (await agent.resume(state)).output == "paid 1 / paid 2" and paid == [1, 2]
+
+
+async def test_a_recovered_call_that_never_started_can_still_pause_for_approval() -> None:
+    """The worker died before reaching a call that needs approval: on recovery it pauses, saved in the store."""
+    store = MemoryStore()
+    tools, paid = tools_and_log()
+
+    @tool
+    def note() -> str:
+        return "noted"
+
+    async def crash_after_note(call: ToolCall, call_next: Any) -> Any:
+        result = await call_next(call)
+        if call.name == "note":
+            raise Crash
+        return result
+
+    requests = [ToolRequest("n", "note", {}), ToolRequest("a", "pay", {"amount": 1})]
+    worker = Agent(FunctionModel(lambda call: requests), tools=[note, *tools], store=store, parallel_tools=False)
+    with pytest.raises(Crash):
+        await worker.use(crash_after_note).run("note, then pay")
+    (record,) = await store.runs()
+    agent = Agent(FunctionModel(answer_with_tool_texts), tools=[note, *tools], store=store).use(approve("pay"))
+    paused = await agent.resume(record.run_id)
+    assert paused.paused and [c.id for c in paused.pending] == ["a"] and paid == []
+    state = await store.load(record.run_id)
+    state.approve("a")
+    done = await agent.resume(state)
+    assert "note was interrupted" in done.output and done.output.endswith("paid 1") and paid == [1]
