@@ -30,6 +30,7 @@ from ._stack import Handler, Stack, bad_result, checked_by_default, concurrent_c
 from ._state import PausedBatch, PendingCall, RunState, check_resumable, plain_state
 from ._streaming import EventQueue
 from ._threads import ToolThreads, default_tool_threads
+from ._tool_sources import OfferedTools, ToolSource
 from ._tools import Tool, as_tool, render, valid_text
 from .errors import (
     HookFailed,
@@ -77,7 +78,7 @@ class Agent(Generic[OutputT]):
         self,
         model: Model | str,
         *,
-        tools: Iterable[Tool | Callable[..., Any]] = (),
+        tools: Iterable[Tool | Callable[..., Any] | ToolSource] = (),
         instructions: str | None = None,
         middleware: Iterable[Any] = (),
         name: str | None = None,
@@ -93,8 +94,13 @@ class Agent(Generic[OutputT]):
     ) -> None:
         self.model = resolve_model(model)
         self._owns_model = isinstance(model, str)
-        self.tools = [as_tool(item) for item in tools]
+        given = list(tools)
+        self.tools = [as_tool(item) for item in given if not isinstance(item, ToolSource)]
+        """The agent's own tools (functions); MCP servers' tools are listed when a run needs them."""
+        self.tool_sources = [item for item in given if isinstance(item, ToolSource)]
+        """MCP servers (`onion.mcp.MCPServer`) given in `tools`: connected on first use, closed by `aclose()`."""
         self._tools_by_name = {item.name: item for item in self.tools}
+        self._offered = OfferedTools(self.tools, self.tool_sources)
         if len(self._tools_by_name) != len(self.tools):
             names = [item.name for item in self.tools]
             duplicates = sorted({name for name in names if names.count(name) > 1})
@@ -129,7 +135,12 @@ class Agent(Generic[OutputT]):
         self._tracing: tracing.Switch | None = None
 
     async def aclose(self) -> None:
-        """Close the model's client if onion built it (a model given as a string); idempotent."""
+        """Close the MCP servers in `tools` and the model's client if onion built it (a model given as a string).
+
+        Idempotent; a server closed here is connected again if the agent runs again.
+        """
+        for source in self.tool_sources:
+            await source.aclose()
         close = getattr(self.model, "aclose", None)
         if self._owns_model and close is not None:
             await close()
@@ -323,8 +334,11 @@ class Agent(Generic[OutputT]):
                 raise TypeError("resume() takes a RunState or a run id: load JSON text with RunState.from_json(text)")
             return await self.recover(state, output_type=output_type)
         chains = self._compiled()
+        if not isinstance(state, RunState):
+            raise TypeError(f"resume() takes a RunState (RunState.from_json(text)), not {type(state).__name__}")
+        tools = await self._known_tools(None)
         return await self._run(
-            chains, self._resumed_run(state, self.output_type if output_type is None else output_type)
+            chains, self._resumed_run(state, self.output_type if output_type is None else output_type, tools)
         )
 
     @overload
@@ -402,11 +416,9 @@ class Agent(Generic[OutputT]):
             run.flush_injected()
         return result
 
-    def _resumed_run(self, state: RunState, output_type: Any) -> Run:
-        """A `Run` going on from `state`, after checking that it can."""
-        if not isinstance(state, RunState):
-            raise TypeError(f"resume() takes a RunState (RunState.from_json(text)), not {type(state).__name__}")
-        check_resumable(state, self.name, self._tools_by_name)
+    def _resumed_run(self, state: RunState, output_type: Any, tools: dict[str, Tool]) -> Run:
+        """A `Run` going on from `state`, after checking that it can (with `tools`, every tool the agent has)."""
+        check_resumable(state, self.name, tools)
         run = Run(self, state.input, list(state.messages), plain_state(state.state), output_type)
         run.id = state.run_id
         run.steps = state.steps
@@ -463,7 +475,8 @@ class Agent(Generic[OutputT]):
                     usage=run.usage,
                 )
             run.steps += 1
-            call = ModelCall(run, list(run.messages), list(self.tools), self.model, self.settings)
+            offered = await self._offered.now(run) if self.tool_sources else self.tools
+            call = ModelCall(run, list(run.messages), list(offered), self.model, self.settings)
             response = await chains.model(call)
             if not isinstance(response, ModelResponse):
                 raise bad_result(chains.stack, "model", response)
@@ -494,7 +507,9 @@ class Agent(Generic[OutputT]):
                 for request in response.tool_calls:
                     run.messages.append(Message.tool(request.id, "Not run: the agent reached max_steps.", True))
                 continue
-            calls = [ToolCall(run, request, self._tools_by_name.get(request.name)) for request in response.tool_calls]
+            calls = [
+                ToolCall(run, request, self._tool_for(call.tools, request.name)) for request in response.tool_calls
+            ]
             if await self._tool_step(run, response, chains, calls, response.tool_calls, None):
                 return _paused_result(run)
 
@@ -510,9 +525,23 @@ class Agent(Generic[OutputT]):
             else:
                 args = pending.edited_args if pending.decision == "edited" else pending.args
                 requests.append(ToolRequest(pending.id, pending.name, dict(args or {})))
-        calls = [ToolCall(run, request, self._tools_by_name.get(request.name), True) for request in requests]
+        tools = await self._known_tools(run)
+        calls = [ToolCall(run, request, tools.get(request.name), True) for request in requests]
         response = ModelResponse(run.messages[-1])
         return await self._tool_step(run, response, chains, calls, requests, settled)
+
+    def _tool_for(self, offered: list[Tool], name: str) -> Tool | None:
+        """The tool a request names: among those its model call offered (layers may add some), else the agent's."""
+        for tool in offered:
+            if tool.name == name:
+                return tool
+        return self._offered.by_name.get(name)
+
+    async def _known_tools(self, run: Run | None) -> dict[str, Tool]:
+        """Every tool the agent has now, by name: its own and its MCP servers' (listed if need be)."""
+        if self.tool_sources:
+            await self._offered.now(run)
+        return self._offered.by_name
 
     async def _tool_step(
         self,
@@ -679,7 +708,7 @@ class Agent(Generic[OutputT]):
         """The innermost point of the tool chain: validate the arguments, run the tool."""
         tool = call.tool
         if tool is None:
-            names = ", ".join(self._tools_by_name) or "none"
+            names = ", ".join(self._offered.by_name) or "none"
             return ToolResult(
                 content=f"Unknown tool {call.name!r}. Available tools: {names}.", is_error=True, call_id=call.id
             )
@@ -710,6 +739,10 @@ class Agent(Generic[OutputT]):
             value = await tool.invoke(args, call, self.tool_threads)
         finally:
             call._entered = False
+        if isinstance(value, ToolResult):  # the tool answered itself (an MCP server's isError result, ...)
+            if not value.call_id:
+                value.call_id = call.id
+            return value
         return ToolResult(content=render(value), call_id=call.id, value=value)
 
     def __repr__(self) -> str:

@@ -46,6 +46,7 @@ class Run(Call):
     """
 
     __slots__ = (
+        "__weakref__",
         "_injected",
         "_output",
         "_paused",

@@ -15,6 +15,7 @@ from .errors import OnionError, RunBusy, RunNotFound, RunStateError
 if TYPE_CHECKING:
     from ._agent import Agent, _Chains
     from ._state import RunState
+    from ._tools import Tool
     from .stores import Session, Store
 
 
@@ -102,7 +103,7 @@ async def resume_from_store(agent: Agent[Any], store: Store, run_id: str, output
     journal.renew_in_background()
     try:
         replayed = replay(run_id, await store.journal(run_id))
-        _check_agent(agent, run_id, replayed)
+        _check_agent(agent, run_id, replayed, await agent._known_tools(None))
     except BaseException:
         await asyncio.shield(_let_go(journal))
         raise
@@ -123,8 +124,8 @@ async def resume_from_store(agent: Agent[Any], store: Store, run_id: str, output
     return result
 
 
-def _check_agent(agent: Agent[Any], run_id: str, replayed: Replay) -> None:
-    missing = sorted({c.name for c in replayed.unanswered} - {t.name for t in agent.tools})
+def _check_agent(agent: Agent[Any], run_id: str, replayed: Replay, tools: dict[str, Tool]) -> None:
+    missing = sorted({c.name for c in replayed.unanswered} - tools.keys())
     if missing:
         raise OnionError(
             f"run {run_id!r} has calls to tools {missing} that agent {agent.name!r} does not have; "
@@ -145,15 +146,16 @@ async def finish_recovered_batch(agent: Agent[Any], run: Run, chains: _Chains) -
         call_id: Message.tool(call_id, result.content, result.is_error) for call_id, result in recovered.results.items()
     }
     requests = []
+    tools = await agent._known_tools(run)
     for request in recovered.unanswered:
         if request.id in settled:
             continue
-        tool = agent._tools_by_name.get(request.name)
+        tool = tools.get(request.name)
         if request.id in recovered.started and not (tool is not None and tool.idempotent):
             interrupted = ToolResult(INTERRUPTED.format(name=request.name), is_error=True, call_id=request.id)
             journal.hold_result(request.id, interrupted)
             settled[request.id] = Message.tool(request.id, interrupted.content, True)
         else:
             requests.append(request)
-    calls = [ToolCall(run, request, agent._tools_by_name.get(request.name)) for request in requests]
+    calls = [ToolCall(run, request, tools.get(request.name)) for request in requests]
     return await agent._tool_step(run, ModelResponse(run.messages[-1]), chains, calls, requests, settled)

@@ -12,6 +12,7 @@ __all__ = [
     "BadRequestError",
     "ConnectionLostError",
     "ContextTooLongError",
+    "MCPServerError",
     "MaxStepsExceeded",
     "MessageOrderError",
     "MiddlewareError",
@@ -30,6 +31,7 @@ __all__ = [
     "ToolAborted",
     "ToolArgumentsError",
     "ToolLeftRunning",
+    "ToolNameClash",
     "ToolThreadsExhausted",
 ]
 
@@ -246,3 +248,19 @@ class OutputValidationError(OnionError):
         self.errors = errors
         self.text = text
         self.messages = messages
+
+
+class ToolNameClash(OnionError, ValueError):
+    """Two tools offered to one model call share a name (an agent's own and an MCP server's, or two servers').
+
+    The message names both; give an MCP server a `prefix=` to tell its tools apart.
+    """
+
+
+class MCPServerError(OnionError):
+    """An MCP server could not be reached: it did not start, died, or answered a request with an error.
+
+    Raised while listing its tools (the run stops: the server is part of the
+    agent's configuration); from a tool call it travels up the tool stack and
+    the model reads it as an error result. The message names the server.
+    """
