@@ -2,21 +2,25 @@
 
 Each is timed on one model call (the workload's second: five messages, one
 tool) through that single layer, against the same call made to the fake
-model with no layer at all ("bare call").
+model with no layer at all ("bare call"). Then `log` and `redact` on a
+model call whose last message is 1 MB (tool-result-like JSON with e-mails,
+keys and card numbers, and long runs of `a`, `@`, `.`, `=` and digits),
+against `json.dumps` of that message: what touching a megabyte once costs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
-from onion import Handler, Message, ModelCall, Run, Stack, Tool, tool
+from onion import Handler, Message, ModelCall, ModelResponse, Run, Stack, Tool, tool
 
 from .table import Row
-from .timing import Batch, Scale, interleaved
+from .timing import SMOKE, Batch, Scale, interleaved
 from .workload import QUESTION, StepModel, add
 
 SECTION = "library"
@@ -80,12 +84,68 @@ async def measure(scale: Scale, found: dict[str, Callable[[], Any]]) -> dict[str
     return await interleaved(cases, rounds=scale.rounds, target_s=scale.target_s)
 
 
+def megabyte_text(size: int) -> str:
+    """`size` characters of what a tool result may hold, with runs that once made the patterns quadratic."""
+    record = (
+        '{"user": "jane.doe@example.com", "note": "card 4111 1111 1111 1111\\nkey sk-ant-api03-abcdefghijklmnop", '
+        '"password": "hunter2", "city": "Lisbon"} The forecast says light rain, then sun from the west. '
+    )
+    runs = "".join(unit * 4000 for unit in ("a", "@", ".", "=", "1", "a.", "a=", "1 "))
+    block = record * 100 + runs
+    return (block * (size // len(block) + 1))[:size]
+
+
+async def measure_megabyte(scale: Scale, size: int) -> dict[str, float]:
+    from middleware.log import log
+    from middleware.redact import redact
+
+    text = megabyte_text(size)
+    run = Run(None, "hi", [Message.user(text)])  # type: ignore[arg-type]
+    model = StepModel()
+    call = ModelCall(run, list(run.messages), [], model, {})
+    answer = ModelResponse(Message.assistant("done"))
+
+    async def respond(call: ModelCall) -> ModelResponse:
+        return answer
+
+    async def encode(n: int) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            json.dumps(text)
+        return time.perf_counter() - start
+
+    logger = logging.getLogger("bench.library.megabyte")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    logger.addHandler(Discard())
+    cases = {
+        "json.dumps": encode,
+        "log": batch_of(Stack(log(logger)).compose("model", respond, checked=False), call),
+        "redact": batch_of(Stack(redact()).compose("model", respond, checked=False), call),
+    }
+    return await interleaved(cases, rounds=min(scale.rounds, 5), target_s=scale.target_s)
+
+
 def rows(scale: Scale) -> list[Row]:
     try:
         found = layers()
     except ImportError as error:
         return [Row(SECTION, "cache hit, rate_limit, log", skipped=f"middleware not importable yet ({error})")]
     t = asyncio.run(measure(scale, found))
+    size = 50_000 if scale is SMOKE else 1_000_000
+    big = asyncio.run(measure_megabyte(scale, size))
+    label = f"{size / 1e6:g} MB message"
     return [
-        Row(SECTION, f"{name}, per model call", t[name] * 1e6, "µs", t["bare"] * 1e6, "bare call") for name in found
+        *(Row(SECTION, f"{name}, per model call", t[name] * 1e6, "µs", t["bare"] * 1e6, "bare call") for name in found),
+        *(
+            Row(
+                SECTION,
+                f"{name}, model call with a {label}",
+                big[name] * 1e3,
+                "ms",
+                big["json.dumps"] * 1e3,
+                "json.dumps",
+            )
+            for name in ("log", "redact")
+        ),
     ]

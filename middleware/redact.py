@@ -181,12 +181,14 @@ class RedactedStream:
 
     Text is held back only from where a built-in pattern may still be
     matching at its end (`patterns.open_match_start`: the last word, a card
-    number's digits, a secret's name and value, an unfinished PEM block) and
-    goes out, redacted, with the delta that completes it, or before the next
-    event of any other kind. A `StreamReset` drops what is held. At most
-    `MAX_HELD` characters are held: past that, text goes out up to the last
-    line break or space. Your own patterns are applied to each piece that
-    goes out, so one that spans a space may be missed when split.
+    number's digits, a secret's name and value, an unfinished PEM block), or
+    further back where redacting the two parts apart would differ from
+    redacting them together (with your own patterns too), and goes out,
+    redacted, with the delta that completes it, or before the next event of
+    any other kind. A `StreamReset` drops what is held. At most `MAX_HELD`
+    characters are held: past that, text goes out up to the last line break
+    or space. Your own patterns cannot say what they still need, so one that
+    spans a space may be missed when a delta ends inside it.
     """
 
     MAX_HELD = 16_384
@@ -201,12 +203,10 @@ class RedactedStream:
     def __call__(self, event: Any) -> None:
         if isinstance(event, TextDelta):
             text = self.held + event.text
-            cut = open_match_start(text)
-            if len(text) - cut > self.MAX_HELD:
-                cut = max(text.rfind("\n"), text.rfind(" ")) + 1 or len(text) - self.MAX_HELD
+            cut, head = self._cut(text)
             self.held = text[cut:]
-            if cut:
-                self.emit(TextDelta(self.redact(text[:cut])))
+            if head:
+                self.emit(TextDelta(head))
             return
         if isinstance(event, StreamReset):
             self.held = ""
@@ -214,8 +214,28 @@ class RedactedStream:
             self.flush()
         self.emit(event)
 
+    def _cut(self, text: str) -> tuple[int, str]:
+        """Where to split `text`, and its head redacted: redacting head and tail apart must equal the whole."""
+        cut = open_match_start(text)
+        if len(text) - cut > self.MAX_HELD:
+            cut = max(text.rfind("\n"), text.rfind(" ")) + 1 or len(text) - self.MAX_HELD
+            return cut, self.redact(text[:cut])
+        whole = None
+        while cut:
+            head = self.redact(text[:cut])
+            whole = whole if whole is not None else self.redact(text)
+            if whole.startswith(head) and whole[len(head) :] == self.redact(text[cut:]):
+                return cut, head
+            cut = _word_start(text, cut - 1)
+        return 0, ""
+
     def flush(self) -> None:
         """Send what is held, redacted."""
         if self.held:
             held, self.held = self.held, ""
             self.emit(TextDelta(self.redact(held)))
+
+
+def _word_start(text: str, end: int) -> int:
+    """The start of the word that holds `text[end - 1]` (after a space, tab or line break)."""
+    return max(text.rfind(" ", 0, end), text.rfind("\n", 0, end), text.rfind("\t", 0, end)) + 1
