@@ -25,6 +25,8 @@ from onion import (
     output_schema,
 )
 
+from .patterns import SECRETS, scrub_value
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -151,9 +153,10 @@ class cache:
     """Answer a model request seen before from `store`, without calling the model.
 
     The key is a SHA-256 of the canonical request: messages, tools (with
-    their schemas), model name, settings, `output_type` (its schema, when
-    not `str`) and `namespace`, independent of
-    dict order and of the tool call ids the provider chose. A hit is a
+    their schemas), the model and its options (`model_options`), settings,
+    `output_type` (its schema, when not `str`) and `namespace`, with
+    credentials scrubbed, independent of dict order and of the tool call
+    ids the provider chose. A hit is a
     `ModelResponse` with `cached=True` and zero usage, reusing the stored
     tool call ids. Errors are never cached (nor error tool results). A
     store that cannot write (locked, full) is logged on `onion.cache`, once
@@ -285,12 +288,37 @@ def request_key(call: ModelCall, namespace: str = "", scope: object = None) -> s
     for m in call.messages:
         calls = [[_local(ids, c.id), c.name, c.args, c.raw_args] for c in m.tool_calls] if m.tool_calls else []
         messages.append((m.role, m.text, calls, _local(ids, m.tool_call_id), m.is_error, m.meta))
-    model = str(getattr(call.model, "name", call.model))
-    digest = hashlib.sha256(_utf8(_canonical((3, namespace, scope, model, call.settings, messages))))
+    settings = scrub_value(call.settings, SECRETS) if call.settings else None
+    head = (4, namespace, scope, model_options(call.model), settings, messages)
+    digest = hashlib.sha256(_utf8(_canonical(head)))
     digest.update(_tools_part(call.tools))
     if call.output_type is not str:
         digest.update(_utf8(output_schema(call.output_type).key))
     return digest.hexdigest()
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def model_options(model: Any) -> dict[str, Any]:
+    """What of `model` decides its answers: its class, its public plain-valued attributes, its `base_url`.
+
+    Plain values are str, int, float, bool and None (`AnthropicModel.max_tokens`,
+    `OpenAIChatModel.system_role`); clients, lists and private attributes are
+    left out, and credentials are scrubbed (`scrub_value` with `SECRETS`: a
+    value named like one, `api_key`, `password`, or shaped like one).
+    """
+    options = {
+        name: value
+        for name, value in getattr(model, "__dict__", {}).items()
+        if isinstance(value, _PLAIN) and not name.startswith("_")
+    }
+    options.setdefault("name", str(getattr(model, "name", model)))
+    base_url = getattr(model, "base_url", None)
+    if base_url is not None:
+        options["base_url"] = str(base_url)
+    options["class"] = f"{type(model).__module__}.{type(model).__qualname__}"
+    return scrub_value(options, SECRETS)  # type: ignore[no-any-return]
 
 
 def _local(ids: dict[str, str], call_id: str | None) -> str | None:

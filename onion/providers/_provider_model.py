@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import inspect
+import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
@@ -111,6 +112,17 @@ class ProviderModel(ABC):
                     raise AuthenticationError(message, provider=self.provider) from error
                 raise
         return self._client
+
+    @property
+    def base_url(self) -> str | None:
+        """Where requests go: the given client's base URL, else `base_url=`, else `<PROVIDER>_BASE_URL`.
+
+        `None` means the SDK's default endpoint. Read without building a client.
+        """
+        if not self._owns_client:
+            return str(self._client.base_url)
+        url = self._options.get("base_url") or os.environ.get(f"{self.provider.upper()}_BASE_URL")
+        return None if url is None else str(url)
 
     async def aclose(self) -> None:
         """Close the client if onion built it (a client passed in stays open)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -13,7 +14,8 @@ from middleware import cache, retry
 from middleware.cache import MemoryStore, SQLiteStore, decode_response, encode_response, request_key
 from onion import Agent, Handler, Message, ModelCall, ModelResponse, Run, Tool, ToolCall, ToolRequest, Usage, tool
 from onion.errors import ServerError
-from onion.testing import FakeTime, FunctionModel, ScriptedModel, call
+from onion.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
+from onion.testing import FakeProviderServer, FakeTime, FunctionModel, ScriptedModel, call
 
 
 @tool
@@ -393,3 +395,57 @@ async def test_lone_surrogates_in_requests_tool_arguments_and_answers_neither_cr
     assert opened == ["caf\udce9", "caf\udce8"] and replay.requests == []
     assert [m.text for m in second.messages] == [m.text for m in first.messages]
     assert second.messages[3].text == "contents of 'caf\\udce8'" and second.output == "done caf\udce9"
+
+
+async def test_an_answer_made_under_other_model_options_is_not_served(
+    server: FakeProviderServer, one_ssl_context: None
+) -> None:
+    """An answer cut at max_tokens=16 is not served to a model configured for 4096: both requests reach the API."""
+    layer = cache()
+    server.script(["cut", "whole answer"])
+    short = AnthropicModel("claude-test", base_url=server.url, api_key="test-key", max_tokens=16)
+    long = AnthropicModel("claude-test", base_url=server.url, api_key="test-key", max_tokens=4096)
+    try:
+        assert (await Agent(short).use(layer).run("hi")).output == "cut"
+        assert (await Agent(long).use(layer).run("hi")).output == "whole answer"
+        assert (await Agent(long).use(layer).run("hi")).output == "whole answer"
+    finally:
+        await short.aclose()
+        await long.aclose()
+    assert [request.body["max_tokens"] for request in server.requests] == [16, 4096]
+
+
+async def test_the_key_covers_model_options_and_base_url_but_no_credentials() -> None:
+    """Every model option that changes the answer splits the key; API keys and auth headers never reach it."""
+    from openai import AsyncOpenAI
+
+    def key(model: object, settings: dict[str, Any] | None = None) -> str:
+        agent = Agent(ScriptedModel([]))
+        messages = [Message.user("q")]
+        return request_key(ModelCall(Run(agent, "q", messages), messages, [], model, settings or {}))  # type: ignore[arg-type]
+
+    def anthropic(**options: Any) -> AnthropicModel:
+        return AnthropicModel("claude-x", **{"api_key": "sk-ant-api03-first-secret", **options})
+
+    assert key(anthropic()) == key(anthropic(api_key="sk-ant-api03-other-secret"))
+    assert key(anthropic()) != key(anthropic(max_tokens=16))
+    assert key(anthropic(base_url="http://a.test")) != key(anthropic(base_url="http://b.test"))
+    chat = OpenAIChatModel("gpt-x", api_key="k")
+    assert key(chat) != key(OpenAIChatModel("gpt-x", api_key="k", system_role="developer"))
+    assert key(chat) != key(OpenAIResponsesModel("gpt-x", api_key="k"))
+    clients = [AsyncOpenAI(api_key="k", base_url=f"http://{host}.test/v1") for host in "ab"]
+    assert key(OpenAIChatModel("gpt-x", client=clients[0])) != key(OpenAIChatModel("gpt-x", client=clients[1]))
+    for client in clients:
+        await client.close()
+
+    class Homemade(ScriptedModel):
+        def __init__(self, api_key: str, temperature: float) -> None:
+            super().__init__([])
+            self.api_key, self.temperature = api_key, temperature
+
+    assert key(Homemade("one-secret", 0.5)) == key(Homemade("other-secret", 0.5)) != key(Homemade("one-secret", 1))
+
+    headers = {"extra_headers": {"Authorization": "Bearer first-secret-token", "x-api-key": "k1"}, "api_key": "k1"}
+    others = {"extra_headers": {"Authorization": "Bearer other-secret-token", "x-api-key": "k2"}, "api_key": "k2"}
+    assert key(anthropic(), headers) == key(anthropic(), others) != key(anthropic())
+    assert key(anthropic(), {"max_tokens": 16}) != key(anthropic(), {"max_tokens": 4096})
