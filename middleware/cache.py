@@ -25,7 +25,7 @@ from onion import (
     output_schema,
 )
 
-from .patterns import SECRETS, scrub_value
+from .patterns import SECRET_NAME, SECRETS, scrub, scrub_value
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -160,7 +160,9 @@ class cache:
     `ModelResponse` with `cached=True` and zero usage, reusing the stored
     tool call ids. Errors are never cached (nor error tool results). A
     store that cannot write (locked, full) is logged on `onion.cache`, once
-    until it writes again, and the answer returned.
+    until it writes again, and the answer returned. An answer or tool result
+    holding a secret or personal data (what `patterns.scrub_value` hides) is
+    never stored, so nothing of the kind reaches the store's disk.
     `ttl` is in seconds (`None`: forever). `tools` opts tool calls in,
     `True` or names; their results are keyed by tool name and arguments.
     A tool that takes the call context (`Tool.takes_context`) is never
@@ -205,7 +207,7 @@ class cache:
             return decode_response(found)
         self._count(call, hit=False)
         response: ModelResponse = await call_next(call)
-        if not response.cached:
+        if not response.cached and not _holds_sensitive(_contents(response.message)):
             await self._store(key, encode_response(response, call))
         return response
 
@@ -220,7 +222,7 @@ class cache:
             return ToolResult(content=json.loads(found), call_id=call.id)
         self._count(call, hit=False)
         result: ToolResult = await call_next(call)
-        if not result.is_error:
+        if not result.is_error and not _holds_sensitive(result.content):
             await self._store(key, json.dumps(result.content))
         return result
 
@@ -319,6 +321,32 @@ def model_options(model: Any) -> dict[str, Any]:
         options["base_url"] = str(base_url)
     options["class"] = f"{type(model).__module__}.{type(model).__qualname__}"
     return scrub_value(options, SECRETS)  # type: ignore[no-any-return]
+
+
+def _contents(message: Message) -> list[Any]:
+    """What of a response is stored: its text, tool calls' arguments (parsed and raw) and provider extras."""
+    return [message.text, message.meta, [[c.args, c.raw_args] for c in message.tool_calls]]
+
+
+def _holds_sensitive(value: Any) -> bool:
+    """True when `value` (text or JSON-like data) holds what `patterns.scrub_value` would hide.
+
+    That is a secret or personal data (`patterns.BUILTIN`: keys, bearer
+    credentials, private keys, e-mail addresses, card numbers) in any
+    string, or a value under a name like `password`.
+    """
+    if isinstance(value, str):
+        return scrub(value) != value
+    if isinstance(value, dict):
+        return any(
+            (isinstance(name, str) and bool(item) and SECRET_NAME.search(name) is not None)
+            or _holds_sensitive(name)
+            or _holds_sensitive(item)
+            for name, item in value.items()
+        )
+    if isinstance(value, list | tuple):
+        return any(_holds_sensitive(item) for item in value)
+    return False
 
 
 def _local(ids: dict[str, str], call_id: str | None) -> str | None:

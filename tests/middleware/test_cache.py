@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from middleware import cache, retry
+from middleware import cache, redact, retry
 from middleware.cache import MemoryStore, SQLiteStore, decode_response, encode_response, request_key
 from onion import Agent, Handler, Message, ModelCall, ModelResponse, Run, Tool, ToolCall, ToolRequest, Usage, tool
 from onion.errors import ServerError
@@ -449,3 +450,33 @@ async def test_the_key_covers_model_options_and_base_url_but_no_credentials() ->
     others = {"extra_headers": {"Authorization": "Bearer other-secret-token", "x-api-key": "k2"}, "api_key": "k2"}
     assert key(anthropic(), headers) == key(anthropic(), others) != key(anthropic())
     assert key(anthropic(), {"max_tokens": 16}) != key(anthropic(), {"max_tokens": 4096})
+
+
+async def test_with_redact_outside_nothing_secret_or_personal_reaches_the_cache_file(tmp_path: Path) -> None:
+    """redact -> cache(tools=True) on SQLite: the file holds no e-mail, card number or API key, raw or escaped."""
+    secrets = ["alice@example.com", "4111 1111 1111 1111", "sk-ant-api03-abcdefghijklmnopqrstuvwxyz"]
+    runs: list[str] = []
+
+    @tool
+    def customer(name: str) -> str:
+        """A customer's record."""
+        runs.append(name)
+        return f"{name}: mail {secrets[0]},\ncard {secrets[1]}\tkey\n{secrets[2]}"
+
+    def step(request: ModelCall) -> Any:
+        answers = {1: [call("customer", name="alice"), call("add", a=1, b=2)], 4: [call("add", a=2, b=2)]}
+        return answers.get(len(request.messages), f"Done; I wrote to {secrets[0]}.")
+
+    path = tmp_path / "cache.db"
+    with SQLiteStore(path) as store:
+        layer = cache(store=store, tools=True)
+        for _ in range(2):
+            result = await Agent(FunctionModel(step), tools=[customer, add]).use(redact(), layer).run("who is alice?")
+            assert result.output == f"Done; I wrote to {secrets[0]}."
+    assert runs == ["alice", "alice"], "a result holding secrets is not cached"
+    assert layer.hits == 4, "the two model requests without secrets and both add results were"
+    stored = b"".join(file.read_bytes() for file in tmp_path.iterdir())
+    assert b"customer" in stored
+    for secret in secrets:
+        for form in {secret, secret.replace(" ", ""), json.dumps(secret)[1:-1]}:
+            assert form.encode() not in stored
