@@ -3,29 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Protocol
 
-from onion import (
-    Handler,
-    Message,
-    ModelCall,
-    ModelResponse,
-    Tool,
-    ToolCall,
-    ToolRequest,
-    ToolResult,
-    Usage,
-    output_schema,
-)
+from onion import Handler, ModelCall, ModelResponse, ToolCall, ToolResult
 
-from .patterns import SECRET_NAME, SECRETS, scrub, scrub_value
+from ._cache_entries import (
+    decode_response,
+    encode_response,
+    holds_sensitive,
+    model_options,
+    request_key,
+    response_contents,
+    tool_key,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -207,7 +203,7 @@ class cache:
             return decode_response(found)
         self._count(call, hit=False)
         response: ModelResponse = await call_next(call)
-        if not response.cached and not _holds_sensitive(_contents(response.message)):
+        if not response.cached and not holds_sensitive(response_contents(response.message)):
             await self._store(key, encode_response(response, call))
         return response
 
@@ -215,14 +211,14 @@ class cache:
         scope = self._scope(call) if self._caches_tool(call) else _UNCACHED
         if scope is _UNCACHED:
             return await call_next(call)  # type: ignore[no-any-return]
-        key = _digest({"ns": self.namespace, "scope": scope, "tool": call.name, "args": call.args})
+        key = tool_key(call, self.namespace, scope)
         found = await self.store.get(key)
         if found is not None:
             self._count(call, hit=True)
             return ToolResult(content=json.loads(found), call_id=call.id)
         self._count(call, hit=False)
         result: ToolResult = await call_next(call)
-        if not result.is_error and not _holds_sensitive(result.content):
+        if not result.is_error and not holds_sensitive(result.content):
             await self._store(key, json.dumps(result.content))
         return result
 
@@ -277,137 +273,15 @@ class cache:
             counts["misses"] += 1
 
 
-def request_key(call: ModelCall, namespace: str = "", scope: object = None) -> str:
-    """The cache key of a model request: stable across processes and dict orderings.
-
-    `scope` is what `cache(key=...)` returned for the call (`None` without one).
-
-    A tool list's part is serialized once per distinct list of `Tool`
-    objects (see `_tools_part`); messages and settings on every call.
-    """
-    ids: dict[str, str] = {}
-    messages = []
-    for m in call.messages:
-        calls = [[_local(ids, c.id), c.name, c.args, c.raw_args] for c in m.tool_calls] if m.tool_calls else []
-        messages.append((m.role, m.text, calls, _local(ids, m.tool_call_id), m.is_error, m.meta))
-    settings = scrub_value(call.settings, SECRETS) if call.settings else None
-    head = (4, namespace, scope, model_options(call.model), settings, messages)
-    digest = hashlib.sha256(_utf8(_canonical(head)))
-    digest.update(_tools_part(call.tools))
-    if call.output_type is not str:
-        digest.update(_utf8(output_schema(call.output_type).key))
-    return digest.hexdigest()
-
-
-_PLAIN = (str, int, float, bool, type(None))
-
-
-def model_options(model: Any) -> dict[str, Any]:
-    """What of `model` decides its answers: its class, its public plain-valued attributes, its `base_url`.
-
-    Plain values are str, int, float, bool and None (`AnthropicModel.max_tokens`,
-    `OpenAIChatModel.system_role`); clients, lists and private attributes are
-    left out, and credentials are scrubbed (`scrub_value` with `SECRETS`: a
-    value named like one, `api_key`, `password`, or shaped like one).
-    """
-    options = {
-        name: value
-        for name, value in getattr(model, "__dict__", {}).items()
-        if isinstance(value, _PLAIN) and not name.startswith("_")
-    }
-    options.setdefault("name", str(getattr(model, "name", model)))
-    base_url = getattr(model, "base_url", None)
-    if base_url is not None:
-        options["base_url"] = str(base_url)
-    options["class"] = f"{type(model).__module__}.{type(model).__qualname__}"
-    return scrub_value(options, SECRETS)  # type: ignore[no-any-return]
-
-
-def _contents(message: Message) -> list[Any]:
-    """What of a response is stored: its text, tool calls' arguments (parsed and raw) and provider extras."""
-    return [message.text, message.meta, [[c.args, c.raw_args] for c in message.tool_calls]]
-
-
-def _holds_sensitive(value: Any) -> bool:
-    """True when `value` (text or JSON-like data) holds what `patterns.scrub_value` would hide.
-
-    That is a secret or personal data (`patterns.BUILTIN`: keys, bearer
-    credentials, private keys, e-mail addresses, card numbers) in any
-    string, or a value under a name like `password`.
-    """
-    if isinstance(value, str):
-        return scrub(value) != value
-    if isinstance(value, dict):
-        return any(
-            (isinstance(name, str) and bool(item) and SECRET_NAME.search(name) is not None)
-            or _holds_sensitive(name)
-            or _holds_sensitive(item)
-            for name, item in value.items()
-        )
-    if isinstance(value, list | tuple):
-        return any(_holds_sensitive(item) for item in value)
-    return False
-
-
-def _local(ids: dict[str, str], call_id: str | None) -> str | None:
-    """A tool call id replaced by its order of appearance, so provider-chosen ids don't matter."""
-    return None if call_id is None else ids.setdefault(call_id, f"#{len(ids)}")
-
-
-_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr).encode
-"""JSON with sorted keys, unknown values as their `repr`: the key's one serialization."""
-
-_TOOLS_PARTS: dict[tuple[Tool, ...], bytes] = {}
-_TOOLS_PARTS_MAX = 256
-
-
-def _tools_part(tools: Sequence[Tool]) -> bytes:
-    """The canonical bytes of a tool list (names, descriptions, schemas), memoized per list of tools.
-
-    Keyed by the `Tool` objects themselves (identity), held strongly while
-    memoized so an id is never reused; the memo is emptied past 256 lists.
-    A tool's name, description and schema are read when its list is first
-    seen: change a `Tool` in place after using it and the key won't notice.
-    """
-    key = tuple(tools)
-    part = _TOOLS_PARTS.get(key)
-    if part is None:
-        part = _utf8(_canonical([[t.name, t.description, t.parameters] for t in tools]))
-        if len(_TOOLS_PARTS) >= _TOOLS_PARTS_MAX:
-            _TOOLS_PARTS.clear()
-        _TOOLS_PARTS[key] = part
-    return part
-
-
-def _digest(value: Any) -> str:
-    return hashlib.sha256(_utf8(_canonical(value))).hexdigest()
-
-
-def _utf8(text: str) -> bytes:
-    """`text` as UTF-8, a lone surrogate (an undecodable file name) as its own bytes: keys never raise nor collide."""
-    return text.encode("utf-8", "surrogatepass")
-
-
-def encode_response(response: ModelResponse, call: ModelCall) -> str:
-    """A response as ASCII JSON text (so any store holds it, lone surrogates included): text, tool calls
-    with ids and args, stop reason, model, meta."""
-    message = response.message
-    return json.dumps(
-        {
-            "text": message.text,
-            "tool_calls": [[c.id, c.name, c.args, c.raw_args] for c in message.tool_calls],
-            "meta": message.meta,
-            "stop_reason": response.stop_reason,
-            "model": response.model or str(getattr(call.model, "name", "")) or None,
-        },
-        default=repr,
-    )
-
-
-def decode_response(text: str) -> ModelResponse:
-    """The cached `ModelResponse` stored as `text`: `cached=True`, zero usage."""
-    data = json.loads(text)
-    calls = [ToolRequest(id=i, name=n, args=a, raw_args=r) for i, n, a, r in data["tool_calls"]]
-    message = Message.assistant(data["text"], calls)
-    message.meta = data["meta"]
-    return ModelResponse(message, Usage(), data["stop_reason"], model=data["model"], cached=True)
+__all__ = [
+    "CacheStore",
+    "KeyFunction",
+    "MemoryStore",
+    "SQLiteStore",
+    "cache",
+    "decode_response",
+    "encode_response",
+    "model_options",
+    "request_key",
+    "tool_key",
+]
