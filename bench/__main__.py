@@ -10,11 +10,11 @@ import sys
 import time
 from collections.abc import Callable
 
-from . import concurrency, durable, imports, library, loop, peers, stack
+from . import concurrency, durable, imports, library, loop, peers, stack, tracing
 from .table import Row, render
 from .timing import FULL, QUICK, SMOKE, Scale
 
-SECTIONS = ("stack", "loop", "peers", "concurrency", "library", "durable", "import")
+SECTIONS = ("stack", "loop", "tracing", "peers", "concurrency", "library", "durable", "import")
 
 
 def machine() -> str:
@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     sections: dict[str, Callable[[], list[Row]]] = {
         "stack": lambda: stack.rows(scale),
         "loop": lambda: loop.rows(scale),
+        "tracing": lambda: tracing.rows(scale),
         "peers": lambda: peers.rows(scale, python),
         "concurrency": lambda: concurrency.rows(scale),
         "library": lambda: library.rows(scale),

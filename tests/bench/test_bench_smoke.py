@@ -31,15 +31,16 @@ def smoke_table() -> tuple[str, dict[str, list[str]]]:
 
 
 def test_bench_prints_one_table_with_every_expected_row() -> None:
-    """Header, then stack, loop, peers (measured or skipped), concurrency, library, durable and import rows."""
+    """Header, then stack, loop, tracing, peers (measured or skipped), concurrency, library, durable and import rows."""
     header, rows = smoke_table()
     assert header.startswith("onion benchmarks (smoke")
-    assert list(rows) == ["stack", "loop", "peers", "concurrency", "library", "durable", "import"]
+    assert list(rows) == ["stack", "loop", "tracing", "peers", "concurrency", "library", "durable", "import"]
     expected = {
         "stack": [
             f"{kind} kind, {n}" for kind in ("model", "tool") for n in ("0 layers", "1 layer,", "5 l", "10 l", "20 l")
         ],
         "loop": ["agent run, 0 layers", "agent run, 10 layers"],
+        "tracing": ["instrument()", "instrument(layers=True)", "off after uninstrument()"],
         "peers": ["LangChain", "pydantic-ai", "OpenAI Agents"],
         "concurrency": ["wall, onion", "wall, hand loop", "peak RSS per run", "tracemalloc peak per run"],
         "library": [""],

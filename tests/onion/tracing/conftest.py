@@ -119,7 +119,7 @@ class Page:
         return found
 
     def screenshot(self, path: Path) -> None:
-        height = self.evaluate("document.documentElement.scrollHeight")
+        height = self.evaluate("Math.ceil(document.body.getBoundingClientRect().bottom) + 16")
         self.send(
             "Emulation.setDeviceMetricsOverride", width=1400, height=int(height), deviceScaleFactor=1, mobile=False
         )
