@@ -13,7 +13,8 @@ that stops reading). Afterwards:
 - every request the server received holds a valid conversation (each tool
   call answered, right after it, and no result without its call);
 - no tool ran twice for one call id;
-- no task, thread or file descriptor is left behind.
+- no task, thread or file descriptor is left behind (onion's sync-tool
+  threads stay, idle, up to the size of the soak's `ToolThreads`).
 
 `ONION_SOAK_RUNS` sets the number of runs (100 by default; `make soak` runs
 2,000), `ONION_SOAK_SEED` the seed (random by default; printed on failure),
@@ -36,7 +37,7 @@ import pytest
 
 import onion
 from middleware import retry
-from onion import Agent, ModelCall, ModelResponse, RunFinished, RunResult, ToolCall, tool
+from onion import Agent, ModelCall, ModelResponse, RunFinished, RunResult, ToolCall, ToolThreads, tool
 from onion.errors import ModelError, OnionError
 from onion.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
 from onion.providers._provider_model import ProviderModel
@@ -58,7 +59,8 @@ RUNS = int(os.environ.get("ONION_SOAK_RUNS", "100"))
 SEED = int(os.environ.get("ONION_SOAK_SEED") or random.randrange(2**32))
 AT_ONCE = int(os.environ.get("ONION_SOAK_AT_ONCE", "100"))
 LIMIT = 60 + RUNS * 0.25
-"""Seconds the runs may take, all together, before those left count as hung."""
+"""Seconds the runs may take, all together, before those left count as hung (also the clients' timeout)."""
+TOOL_THREADS = 4
 ATTEMPTS = 4
 APIS = ("anthropic", "openai", "openai-responses")
 CANCELS = (None, None, None, "request", "tool", "timer", "consumer")
@@ -140,6 +142,7 @@ class Soak:
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self.tools = self._tools()
+        self.tool_threads = ToolThreads(TOOL_THREADS)
 
     # -- the server's side ---------------------------------------------------------------
 
@@ -151,8 +154,8 @@ class Soak:
         if plan.cancel == "request" and len(plan.taken) == plan.cancel_at:
             assert self.loop is not None
             self.loop.call_soon_threadsafe(self.cancel, plan.run)
-            if not self.ended[plan.run].wait(10):
-                self.problems.append(f"run {plan.run}: still running 10 s after it was cancelled mid-request")
+            if not self.ended[plan.run].wait(LIMIT):
+                self.problems.append(f"run {plan.run}: still running {LIMIT:.0f} s after it was cancelled mid-request")
         return item
 
     def cancel(self, run: int) -> None:
@@ -211,6 +214,7 @@ class Soak:
             agent = Agent(
                 model,
                 tools=self.tools,
+                tool_threads=self.tool_threads,
                 middleware=[retry(ATTEMPTS, initial=0.001, jitter=0.0, max_backoff=0.002), self.note_failed_attempt],
                 settings={"extra_headers": {"x-soak-run": str(plan.run)}},
             )
@@ -342,11 +346,12 @@ def _anthropic_problems(messages: list[dict[str, Any]]) -> list[str]:
 
 
 def build_model(api: str, server: FakeProviderServer) -> ProviderModel:
+    """A model whose client waits as long as the soak does: a busy loop must not turn into timeouts (5 s to connect)."""
     if api == "anthropic":
-        return AnthropicModel("claude-soak", base_url=server.url, api_key="test-key")
+        return AnthropicModel("claude-soak", base_url=server.url, api_key="test-key", timeout=LIMIT)
     if api == "openai":
-        return OpenAIChatModel("gpt-soak", base_url=server.openai_url, api_key="test-key")
-    return OpenAIResponsesModel("gpt-soak", base_url=server.openai_url, api_key="test-key")
+        return OpenAIChatModel("gpt-soak", base_url=server.openai_url, api_key="test-key", timeout=LIMIT)
+    return OpenAIResponsesModel("gpt-soak", base_url=server.openai_url, api_key="test-key", timeout=LIMIT)
 
 
 async def soak(seed: int, runs: int) -> Soak:
@@ -404,8 +409,11 @@ def test_soak_many_runs_with_wire_faults_and_cancellations_end_cleanly() -> None
             problems.append(f"run {request.headers['x-soak-run']} ({request.path}): {problem}")
     problems += [f"tool call {call_id} ran {times} times" for call_id, times in state.ran.items() if times > 1]
     left_threads = [t.name for t in set(threading.enumerate()) - threads_before]
-    if left_threads:
-        problems.append(f"threads left: {left_threads}")
+    tool_threads = left_threads.count("onion-tool")
+    if len(left_threads) > tool_threads or tool_threads > TOOL_THREADS:
+        problems.append(f"threads left: {left_threads} (at most {TOOL_THREADS} idle onion-tool threads may stay)")
+    if state.tool_threads.left_running:
+        problems.append(f"{state.tool_threads.left_running} sync tool calls still running: {state.tool_threads!r}")
     left_fds = open_fds() - fds_before
     if left_fds:
         problems.append(f"{len(left_fds)} file descriptors left open")
