@@ -112,7 +112,7 @@ async def test_too_many_threads_left_running_fail_a_new_call_at_once_naming_the_
     """Past `max_abandoned`, a sync call does not queue behind hung threads: its error names them."""
     threads = ToolThreads(1, max_abandoned=1)
     model = ScriptedModel([[call("charge_card", amount=1)], [call("charge_card", amount=2)], "ok"])
-    agent = Agent(model, tools=[charging(gate)], tool_threads=threads).use(timeout(tools=0.05))
+    agent = Agent(model, tools=[charging(gate)], tool_threads=threads).use(timeout(tools=0.5))
     result = await agent.run("go")
     assert gate.runs == 1
     text = result.messages[-2].text
