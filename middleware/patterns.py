@@ -86,14 +86,16 @@ BUILTIN: tuple[re.Pattern[str], ...] = SECRETS + PERSONAL
 REDACTED = "[REDACTED]"
 
 
-_CLUES: dict[re.Pattern[str], Callable[[str], object]] = {
-    PRIVATE_KEY: lambda lowered: "private key-----" in lowered,
-    SECRET_ASSIGNMENT: re.compile(r"api|secret|passw|token|auth|private").search,
-    API_KEY: re.compile(r"sk-|sk_|pk_|rk_|akia|aiza|ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|xox").search,
-    BEARER: re.compile(r"bearer|basic").search,
-    EMAIL: lambda lowered: "@" in lowered,
+_SECRET_WORD_CLUE = re.compile(r"api|secret|passw|token|auth|private").search
+
+_CLUES: dict[int, Callable[[str], object]] = {
+    id(PRIVATE_KEY): lambda lowered: "private key-----" in lowered,
+    id(SECRET_ASSIGNMENT): lambda lowered: ("=" in lowered or ":" in lowered) and _SECRET_WORD_CLUE(lowered),
+    id(API_KEY): re.compile(r"sk-|sk_|pk_|rk_|akia|aiza|ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|xox").search,
+    id(BEARER): re.compile(r"bearer|basic").search,
+    id(EMAIL): lambda lowered: "@" in lowered,
 }
-"""What text must contain, once lowercased, for each pattern to match in it.
+"""What text must contain, once lowercased, for each pattern (by `id`: hashing a pattern hashes its source) to match.
 
 A far cheaper scan than the pattern's own; only sound on ASCII text (with
 `(?i)`, U+017F (long s) matches `s` and U+212A (Kelvin sign) `k`).
@@ -108,9 +110,9 @@ def _if_luhn_valid(replacement: str) -> Callable[[re.Match[str]], str]:
     return lambda match: replacement if luhn_valid(match.group()) else match.group()
 
 
-_REPLACERS: dict[re.Pattern[str], Callable[[str], Callable[[re.Match[str]], str]]] = {
-    SECRET_ASSIGNMENT: _keep_name,
-    CARD_NUMBER: _if_luhn_valid,
+_REPLACERS: dict[int, Callable[[str], Callable[[re.Match[str]], str]]] = {
+    id(SECRET_ASSIGNMENT): _keep_name,
+    id(CARD_NUMBER): _if_luhn_valid,
 }
 
 
@@ -124,9 +126,12 @@ def scrub(text: str, patterns: Iterable[re.Pattern[str]] = BUILTIN, replacement:
     """
     lowered = text.lower() if text.isascii() else None
     for pattern in patterns:
-        if lowered is not None and not _may_match(pattern, lowered):
-            continue
-        replacer = _REPLACERS.get(pattern)
+        key = id(pattern)
+        if lowered is not None:
+            clue = _CLUES.get(key)
+            if clue is not None and not clue(lowered):
+                continue
+        replacer = _REPLACERS.get(key)
         scrubbed = pattern.sub(replacement if replacer is None else replacer(replacement), text)
         if scrubbed is not text:
             text = scrubbed
@@ -196,15 +201,6 @@ def open_match_start(text: str) -> int:
                 if match.start() < start < match.end():
                     start, moved = match.start(), True
     return start
-
-
-def _may_match(pattern: re.Pattern[str], lowered: str) -> bool:
-    clue = _CLUES.get(pattern)
-    if clue is None:
-        return True
-    if pattern is SECRET_ASSIGNMENT and ":" not in lowered and "=" not in lowered:
-        return False
-    return bool(clue(lowered))
 
 
 def luhn_valid(candidate: str) -> bool:
