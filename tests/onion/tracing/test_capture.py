@@ -168,3 +168,20 @@ async def test_a_failed_run_is_recorded_with_its_error_and_arguments_are_scrubbe
     text = str(trace)
     assert key not in text and "b='[REDACTED]'" in text
     assert text.splitlines()[0].endswith("RateLimitedError: quota")
+
+
+async def test_a_streamed_run_is_captured_like_a_run() -> None:
+    """`agent.stream` inside the block: the run, its model calls and its tool call are recorded."""
+    agent = Agent(ScriptedModel([[ToolRequest("c1", "add", {"a": 1, "b": 2})], "3"]), tools=[add], name="s")
+    with tracing.capture() as trace:
+        events = [event async for event in agent.stream("1+2")]
+    assert events
+    assert timeless(str(trace)) == (
+        "run s · T · 2 model requests · 0 in / 0 out tokens\n"
+        "├─ model call 1 · scripted · T · asked for 1 tool\n"
+        "│  └─ request 1 · scripted · T\n"
+        "├─ tools [add] · T\n"
+        "│  └─ tool add(a=1, b=2) · T\n"
+        "└─ model call 2 · scripted · T · answered\n"
+        "   └─ request 1 · scripted · T"
+    )
