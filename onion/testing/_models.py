@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import itertools
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import pydantic
@@ -16,7 +16,7 @@ from .._events import TextDelta, ToolCallStarted
 from .._messages import Message, ToolRequest, Usage
 from ..errors import ScriptExhausted
 
-ScriptItem = str | list[ToolRequest] | ModelResponse | BaseException | pydantic.BaseModel | list[pydantic.BaseModel]
+ScriptItem = str | list[ToolRequest] | ModelResponse | BaseException | pydantic.BaseModel | Sequence[pydantic.BaseModel]
 """A final answer, a batch of tool calls, a whole response, an error to raise, or a structured answer:
 a pydantic object (or a list of them) is answered as its JSON text."""
 
