@@ -133,12 +133,15 @@ class redact:
             run.input = self.message(original)
         elif isinstance(original, list | tuple):
             run.input = [self.message(m) if isinstance(m, Message) else m for m in original]
-        self._memos[run] = {}
+        owns_memo = run not in self._memos  # the same layer twice in a stack shares one memo
+        if owns_memo:
+            self._memos[run] = {}
         try:
             result: RunResult = await call_next(run)
         finally:
             run.input = original
-            del self._memos[run]
+            if owns_memo:
+                del self._memos[run]
             if stream is not None:
                 stream.flush()
                 run.emit = emit

@@ -263,3 +263,11 @@ def test_a_stream_split_anywhere_is_redacted_exactly_like_the_whole_text(text: s
         start += size
     stream.flush()
     assert "".join(sent) == scrub(text)
+
+
+async def test_the_same_redact_layer_twice_in_a_stack_shares_its_memo_and_cleans_up() -> None:
+    """A layer used twice runs its run step nested on one run: the inner end must not drop the outer's memo."""
+    layer, model = redact(), ScriptedModel(["ok"])
+    result = await Agent(model).use(layer, layer).run("mail bob@corp.io")
+    assert result.output == "ok" and sent(model) == ["mail [REDACTED]"]
+    assert layer._memos == {}
