@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ._calls import ModelResponse, Run, RunResult, ToolCall, ToolResult
 from ._journal import INTERRUPTED, Journal, Replay, replay
 from ._messages import Message
-from .errors import OnionError, RunBusy, RunNotFound, RunStateError
+from .errors import OnionError, RunBusy, RunNotFound, RunStateError, StoreUnavailable
 
 if TYPE_CHECKING:
     from ._agent import Agent, _Chains
@@ -80,8 +80,8 @@ async def _append_to_session(store: Store, session_id: str, messages: list[Messa
 
 
 async def _let_go(journal: Journal) -> None:
-    """Mark the run failed (resumable); a worker that lost the run leaves it to the new holder."""
-    with contextlib.suppress(RunBusy, RunNotFound):
+    """Mark the run failed (resumable); a worker that lost the run, or its store, leaves it as it is."""
+    with contextlib.suppress(RunBusy, RunNotFound, StoreUnavailable):
         await journal.end("failed")
 
 

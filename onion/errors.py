@@ -25,6 +25,7 @@ __all__ = [
     "ResponseFormatError",
     "RunBusy",
     "RunNotFound",
+    "StoreUnavailable",
     "RunStateError",
     "ScriptExhausted",
     "ServerError",
@@ -179,6 +180,14 @@ class RunNotFound(OnionError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class StoreUnavailable(OnionError):
+    """The store could not be reached (Redis down or unreachable): the operation did not happen.
+
+    A journal write that raises it left the journal as it was; the run fails
+    and can be resumed (`agent.resume(run_id)`) once the store is back.
+    """
 
 
 class ToolAborted(OnionError):

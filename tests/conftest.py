@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
+import socket
+import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -50,3 +54,69 @@ def one_ssl_context() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(httpcore2, "default_ssl_context", functools.cache(httpcore2.default_ssl_context))
         yield
+
+
+class RedisServer:
+    """A `redis-server` on 127.0.0.1 at a free port, without persistence; `stop()` and `start()` it again."""
+
+    def __init__(self, binary: str) -> None:
+        self.binary = binary
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> RedisServer:
+        command = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        self._process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(500):
+            with socket.socket() as client:
+                if client.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return self
+            if self._process.poll() is not None:
+                break
+            time.sleep(0.01)
+        raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.terminate()
+            self._process.wait(timeout=10)
+            self._process = None
+
+
+def redis_binary() -> str | None:
+    """`redis-server` on PATH, installed with apt-get first when missing (as root); None when impossible."""
+    found = shutil.which("redis-server")
+    if found is None and shutil.which("apt-get") and os.geteuid() == 0:
+        subprocess.run(
+            "apt-get update -q && apt-get install -y -q redis-server", shell=True, capture_output=True, timeout=600
+        )
+        found = shutil.which("redis-server")
+    return found
+
+
+@pytest.fixture(scope="session")
+def redis_bin() -> str:
+    """The `redis-server` binary; the tests needing it are skipped (saying why) when it cannot be installed."""
+    binary = redis_binary()
+    if binary is None:
+        pytest.skip("redis-server is not installed and cannot be (apt-get install -y redis-server needs root)")
+    return binary
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_bin: str) -> Iterator[str]:
+    """A real Redis for the whole test session (tests keep apart by namespace); stopped afterwards."""
+    server = RedisServer(redis_bin).start()
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture
+def redis_server(redis_bin: str) -> Iterator[RedisServer]:
+    """A Redis of the test's own, to stop and start again."""
+    server = RedisServer(redis_bin).start()
+    yield server
+    server.stop()

@@ -3,14 +3,17 @@
 One store object serves every purpose: `Agent(store=...)`, `cache(store=...)`
 and `rate_limit(store=...)` all take it. `MemoryStore()` keeps everything in
 this process; `SQLiteStore(path)` in a file shared by the processes of one
-machine. A store for many machines implements the protocols in
-`onion.stores` (`RunStore`, `SessionStore`, `CacheStore`, `RateStore`).
+machine; `RedisStore(url)` on a Redis server shared by many machines
+(`concurrency(store=...)` takes it too). Another store implements the
+protocols in `onion.stores` (`RunStore`, `SessionStore`, `CacheStore`,
+`RateStore`, and `SlotStore` for concurrency caps).
 """
 
 from __future__ import annotations
 
 from ._memory import MemoryStore
-from ._protocols import CacheStore, RateStore, RunRecord, RunStatus, RunStore, SessionStore, Store
+from ._protocols import CacheStore, RateStore, RunRecord, RunStatus, RunStore, SessionStore, SlotStore, Store
+from ._redis import RedisStore
 from ._session import Session
 from ._sqlite import SQLiteStore
 
@@ -18,11 +21,13 @@ __all__ = [
     "CacheStore",
     "MemoryStore",
     "RateStore",
+    "RedisStore",
     "RunRecord",
     "RunStatus",
     "RunStore",
     "SQLiteStore",
     "Session",
     "SessionStore",
+    "SlotStore",
     "Store",
 ]

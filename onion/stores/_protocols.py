@@ -165,3 +165,21 @@ class RateStore(Protocol):
 
 class Store(RunStore, SessionStore, CacheStore, RateStore, Protocol):
     """A store for every purpose, as `Agent(store=...)` takes."""
+
+
+@runtime_checkable
+class SlotStore(Protocol):
+    """Concurrency slots shared by every worker: `concurrency(store=...)` takes a store with them.
+
+    A slot is held under an `owner` token until `lease` seconds from now;
+    taking it again renews it; a slot whose holder died frees itself when
+    its lease lapses.
+    """
+
+    async def take_slot(self, key: str, owner: str, limit: int, lease: float) -> bool:
+        """Take (or renew) one of `limit` slots of `key` for `owner`; False when all are held."""
+        ...
+
+    async def free_slot(self, key: str, owner: str) -> None:
+        """Give back `owner`'s slot of `key`."""
+        ...

@@ -1,0 +1,389 @@
+"""`RedisStore`: every store purpose on one Redis server, shared by every worker on every machine."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+import weakref
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import RunBusy, RunNotFound, StoreUnavailable
+from . import _redis_scripts as scripts
+from ._load import StateLoader
+from ._memory import claim_refusal, lost_message
+from ._protocols import RunRecord, RunStatus
+from ._session import Session
+
+logger = logging.getLogger("onion.stores")
+
+
+class RedisStore(StateLoader):
+    """Runs, journals, sessions, cache entries, rate counters and concurrency slots on Redis at `url`.
+
+    Keys start with `namespace` + ":" (tenants with different namespaces
+    never see each other's entries). Every operation is one round trip,
+    atomic on the server (a Lua script where it reads and writes). Times
+    (leases, rate windows) come from the Redis server's clock, shared by
+    every machine, unless `clock` is given (tests pass a fake one).
+
+    When Redis cannot be reached: rate limits and concurrency slots raise
+    `StoreUnavailable` (closed, the default) or let calls through with a
+    warning (`fail_open=True`); the cache misses (a warning, once until it
+    works again); run, journal and session writes raise `StoreUnavailable`
+    (each write is one script: it happened whole or not at all). The client
+    reconnects by itself once Redis is back. `client` (a
+    `redis.asyncio.Redis`) replaces the one built from `url`; each event
+    loop otherwise gets its own. Close with `await store.aclose()`.
+    """
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        namespace: str = "onion",
+        clock: Callable[[], float] | None = None,
+        fail_open: bool = False,
+        connect_timeout: float = 2.0,
+        timeout: float = 10.0,
+        client: Any = None,
+    ) -> None:
+        if not namespace or ":" in namespace or not namespace.isprintable():
+            raise ValueError(f"RedisStore: namespace must be a non-empty printable name without ':', got {namespace!r}")
+        self.url, self.namespace, self.clock, self.fail_open = url, namespace, clock, fail_open
+        self.connect_timeout, self.timeout = connect_timeout, timeout
+        self._prefix = namespace + ":"
+        self._given = client
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self._scripts: dict[str, str] = {}
+        self._reservations: dict[str, deque[tuple[str, int, float]]] = {}
+        self._failing: set[str] = set()
+
+    # -- plumbing --------------------------------------------------------------
+
+    def _client(self) -> Any:
+        if self._given is not None:
+            return self._given
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            from redis.asyncio import Redis
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+
+            client = self._clients[loop] = Redis.from_url(
+                self.url,
+                decode_responses=True,
+                socket_connect_timeout=self.connect_timeout,
+                socket_timeout=self.timeout,
+                retry=Retry(NoBackoff(), 1),  # one fresh connection after a restart, then the error
+            )
+        return client
+
+    def _now(self) -> float:
+        return -1.0 if self.clock is None else self.clock()
+
+    async def _script(self, name: str, keys: Sequence[str], args: Sequence[Any], doing: str) -> Any:
+        """Run script `name`, loading it once per server; Redis errors become `StoreUnavailable`."""
+        from redis.exceptions import NoScriptError, RedisError
+
+        client = self._client()
+        source: str = getattr(scripts, name)
+        sha = self._scripts.get(name)
+        try:
+            if sha is not None:
+                try:
+                    return await client.evalsha(sha, len(keys), *keys, *args)
+                except NoScriptError:  # the server restarted and forgot it
+                    pass
+            self._scripts[name] = await client.script_load(source)
+            return await client.evalsha(self._scripts[name], len(keys), *keys, *args)
+        except RedisError as error:
+            raise self._unavailable(doing, error) from error
+
+    async def _command(self, doing: str, name: str, *args: Any) -> Any:
+        from redis.exceptions import RedisError
+
+        try:
+            return await getattr(self._client(), name)(*args)
+        except RedisError as error:
+            raise self._unavailable(doing, error) from error
+
+    def _unavailable(self, doing: str, error: Exception) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"Redis at {_safe_url(self.url)} failed while {doing} ({type(error).__name__}: {error}); "
+            "nothing was written; check that Redis is running and reachable"
+        )
+
+    def _warn_once(self, purpose: str, error: StoreUnavailable, then: str) -> None:
+        if purpose not in self._failing:
+            self._failing.add(purpose)
+            logger.warning("%s: %s; %s until it works again", purpose, error, then)
+
+    def _works(self, purpose: str) -> None:
+        if purpose in self._failing:
+            self._failing.discard(purpose)
+            logger.warning("%s: Redis at %s works again", purpose, _safe_url(self.url))
+
+    def _key(self, kind: str, name: str) -> str:
+        return f"{self._prefix}{kind}:{name}"
+
+    def _run_keys(self, run_id: str) -> list[str]:
+        return [self._key("run", run_id), self._key("journal", run_id), self._prefix + "runs"]
+
+    # -- runs ------------------------------------------------------------------
+
+    async def start_run(
+        self, run_id: str, *, agent: str, owner: str, lease: float, entries: Sequence[str], session: str | None = None
+    ) -> None:
+        args = [self._now(), run_id, agent, owner, lease, session or "", *entries]
+        if await self._script("START_RUN", self._run_keys(run_id), args, f"starting run {run_id!r}") == "exists":
+            raise ValueError(f"a run {run_id!r} is already in the store")
+
+    async def claim_run(self, run_id: str, owner: str, lease: float, *, paused_only: bool = False) -> RunRecord:
+        keys = [self._key("run", run_id), self._prefix + "runs"]
+        args = [self._now(), run_id, owner, lease, "1" if paused_only else "0"]
+        verdict, now, *fields = await self._script("CLAIM_RUN", keys, args, f"claiming run {run_id!r}")
+        if verdict == "missing":
+            raise RunNotFound(f"no run {run_id!r} in the store (never journaled here, or deleted)")
+        record = _record(run_id, fields)
+        if verdict == "busy":
+            refusal = claim_refusal(record, float(now), paused_only) or f"run {run_id!r} is busy"
+            raise RunBusy(refusal, run_id=run_id, status=record.status)
+        return record
+
+    async def append_journal(self, run_id: str, owner: str, entries: Sequence[str], lease: float) -> None:
+        await self._hold(run_id, owner, "append", lease, "", "", 0, entries, f"appending to run {run_id!r}'s journal")
+
+    async def renew_run(self, run_id: str, owner: str, lease: float) -> None:
+        await self._hold(run_id, owner, "renew", lease, "", "", 0, (), f"renewing run {run_id!r}'s lease")
+
+    async def release_run(
+        self,
+        run_id: str,
+        owner: str,
+        status: RunStatus,
+        *,
+        state: str | None = None,
+        pending: int = 0,
+        entries: Sequence[str] = (),
+    ) -> None:
+        doing = f"ending run {run_id!r} as {status}"
+        await self._hold(run_id, owner, "release", 0, status, state or "", pending, entries, doing)
+
+    async def _hold(
+        self,
+        run_id: str,
+        owner: str,
+        op: str,
+        lease: float,
+        status: str,
+        state: str,
+        pending: int,
+        entries: Sequence[str],
+        doing: str,
+    ) -> None:
+        args = [self._now(), run_id, owner, op, lease, status, state, pending, *entries]
+        outcome = await self._script("HOLD_RUN", self._run_keys(run_id), args, doing)
+        if outcome == "missing":
+            raise RunNotFound(f"no run {run_id!r} in the store (deleted while running?)")
+        if outcome != "ok":
+            raise RunBusy(lost_message(run_id), run_id=run_id, status=outcome)
+
+    async def run_record(self, run_id: str) -> RunRecord | None:
+        fields = await self._command(f"reading run {run_id!r}", "hgetall", self._key("run", run_id))
+        return _record(run_id, fields) if fields else None
+
+    async def journal(self, run_id: str) -> list[str]:
+        entries = await self._command(
+            f"reading run {run_id!r}'s journal", "lrange", self._key("journal", run_id), 0, -1
+        )
+        return list(entries)
+
+    async def runs(self, *, limit: int = 100) -> list[RunRecord]:
+        ids = await self._command("listing runs", "zrevrange", self._prefix + "runs", 0, limit - 1)
+        pipe = self._client().pipeline(transaction=False)
+        for run_id in ids:
+            pipe.hgetall(self._key("run", run_id))
+        from redis.exceptions import RedisError
+
+        try:
+            rows = await pipe.execute()
+        except RedisError as error:
+            raise self._unavailable("listing runs", error) from error
+        return [_record(run_id, fields) for run_id, fields in zip(ids, rows, strict=True) if fields]
+
+    async def delete_run(self, run_id: str) -> None:
+        run, journal, index = self._run_keys(run_id)
+        pipe = self._client().pipeline(transaction=True)
+        pipe.delete(run, journal)
+        pipe.zrem(index, run_id)
+        from redis.exceptions import RedisError
+
+        try:
+            await pipe.execute()
+        except RedisError as error:
+            raise self._unavailable(f"deleting run {run_id!r}", error) from error
+
+    # -- sessions --------------------------------------------------------------
+
+    def session(self, session_id: str) -> Session:
+        """The conversation `session_id` kept in this store."""
+        return Session(self, session_id)
+
+    async def session_messages(self, session_id: str) -> list[str]:
+        doing = f"reading session {session_id!r}"
+        return list(await self._command(doing, "lrange", self._key("session", session_id), 0, -1))
+
+    async def session_append(self, session_id: str, messages: Sequence[str]) -> None:
+        if messages:
+            await self._command(
+                f"appending to session {session_id!r}", "rpush", self._key("session", session_id), *messages
+            )
+
+    async def session_clear(self, session_id: str) -> None:
+        await self._command(f"clearing session {session_id!r}", "delete", self._key("session", session_id))
+
+    async def lock_session(self, session_id: str, owner: str, lease: float) -> bool:
+        keys = [self._key("session-lock", session_id)]
+        return bool(await self._script("LOCK", keys, [self._now(), owner, lease], f"locking session {session_id!r}"))
+
+    async def unlock_session(self, session_id: str, owner: str) -> None:
+        await self._script("UNLOCK", [self._key("session-lock", session_id)], [owner], f"unlocking {session_id!r}")
+
+    # -- cache -----------------------------------------------------------------
+
+    async def get(self, key: str) -> str | None:
+        """The cached value, or None; None too when Redis cannot be reached (a warning, once)."""
+        try:
+            value = await self._command("reading the cache", "get", self._key("cache", key))
+        except StoreUnavailable as error:
+            self._warn_once("cache", error, "every lookup is a miss")
+            return None
+        self._works("cache")
+        return None if value is None else str(value)
+
+    async def set(self, key: str, value: str, ttl: float | None) -> None:
+        px = None if ttl is None else max(1, round(ttl * 1000))
+        await self._command("storing a cache entry", "set", self._key("cache", key), value, None, px)
+
+    # -- rate limits -----------------------------------------------------------
+
+    def _rate_keys(self, key: str) -> list[str]:
+        return [self._key("rate-log", key), self._key("rate", key)]
+
+    async def acquire(self, key: str, tokens: int, *, rpm: float | None, tpm: float | None, window: float) -> float:
+        """Reserve one request and `tokens` within the last `window` seconds (0), or the seconds to wait.
+
+        The limits hold over every rolling window: the server keeps a log of
+        the requests admitted within it.
+        """
+        if tpm and tokens > tpm:
+            raise ValueError(f"rate store: {tokens} tokens can never fit in tpm={tpm}")
+        member = uuid.uuid4().hex
+        args = [self._now(), member, tokens, max(1, int(rpm)) if rpm else 0, tpm or 0, window]
+        try:
+            wait, now = await self._script("ACQUIRE", self._rate_keys(key), args, f"reserving under rate limit {key!r}")
+        except StoreUnavailable as error:
+            if not self.fail_open:
+                raise
+            self._warn_once("rate_limit", error, "calls go unlimited (fail_open=True)")
+            return 0.0
+        self._works("rate_limit")
+        if float(wait) > 0:
+            return float(wait)
+        reservations = self._reservations.setdefault(key, deque())
+        while reservations and reservations[0][2] <= float(now) - window:
+            reservations.popleft()
+        reservations.append((f"{member}:{tokens}", tokens, float(now)))
+        return 0.0
+
+    async def reconcile(self, key: str, reserved: int, used: int, *, refund_request: bool = False) -> None:
+        """Correct this process's oldest open reservation of `reserved` tokens for `key` (logged, never raised)."""
+        reservations = self._reservations.get(key, deque())
+        found = next((entry for entry in reservations if entry[1] == reserved), None)
+        if found is None:
+            return
+        reservations.remove(found)
+        args = [self._now(), found[0], used, "1" if refund_request else "0"]
+        try:
+            await self._script("RECONCILE", self._rate_keys(key), args, f"correcting rate limit {key!r}")
+        except StoreUnavailable as error:
+            self._warn_once("rate_limit", error, "corrections are lost")
+
+    async def pause(self, key: str, seconds: float) -> None:
+        """Make every worker wait `seconds` before `key`'s next call (logged, never raised)."""
+        try:
+            await self._script("PAUSE", self._rate_keys(key), [self._now(), seconds], f"pausing {key!r}")
+        except StoreUnavailable as error:
+            self._warn_once("rate_limit", error, "provider pauses are not shared")
+
+    # -- concurrency slots -----------------------------------------------------
+
+    async def take_slot(self, key: str, owner: str, limit: int, lease: float) -> bool:
+        """Take (or renew) one of `limit` slots of `key` for `owner` until `lease` seconds from now."""
+        args = [self._now(), owner, limit, lease]
+        try:
+            return bool(await self._script("TAKE_SLOT", [self._key("slots", key)], args, f"taking a {key!r} slot"))
+        except StoreUnavailable as error:
+            if not self.fail_open:
+                raise
+            self._warn_once("concurrency", error, "calls go uncapped (fail_open=True)")
+            return True
+
+    async def free_slot(self, key: str, owner: str) -> None:
+        """Give back `owner`'s slot of `key`."""
+        try:
+            await self._command(f"freeing a {key!r} slot", "zrem", self._key("slots", key), owner)
+        except StoreUnavailable as error:
+            self._warn_once("concurrency", error, "slots free themselves when their lease lapses")
+
+    # -- upkeep ----------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close this store's connections (in every event loop still running)."""
+        clients = [self._given] if self._given is not None else list(self._clients.values())
+        self._clients.clear()
+        for client in clients:
+            if client is not None:
+                await client.aclose()
+
+    async def __aenter__(self) -> RedisStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"<RedisStore {_safe_url(self.url)} namespace={self.namespace!r}>"
+
+
+def _record(run_id: str, fields: Any) -> RunRecord:
+    """A run's record from its hash (a flat field/value list or a dict)."""
+    if isinstance(fields, list):
+        fields = dict(zip(fields[::2], fields[1::2], strict=True))
+    lease = fields.get("lease_expires")
+    return RunRecord(
+        run_id=run_id,
+        agent=fields["agent"],
+        status=fields["status"],
+        created=float(fields["created"]),
+        updated=float(fields["updated"]),
+        owner=fields.get("owner"),
+        lease_expires=None if lease is None else float(lease),
+        state=fields.get("state") or None,
+        session=fields.get("session") or None,
+        pending=int(fields.get("pending", 0)),
+    )
+
+
+def _safe_url(url: str) -> str:
+    """`url` without its password."""
+    scheme, sep, rest = url.partition("://")
+    if "@" not in rest:
+        return url
+    credentials, _, host = rest.rpartition("@")
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}{sep}{user + ':***@' if user else '***@'}{host}"

@@ -1,0 +1,221 @@
+"""The Lua scripts `RedisStore` runs on the server: each one store operation, atomic, one round trip.
+
+Every script takes the time as its first argument: a number from the
+store's `clock`, or -1 for the Redis server's own clock (`TIME`), which
+every worker on every machine then shares.
+"""
+
+from __future__ import annotations
+
+NOW = """
+local function now_from(arg)
+  local now = tonumber(arg)
+  if now < 0 then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+  end
+  return now
+end
+"""
+
+# KEYS: run, journal, index. ARGV: now, run_id, agent, owner, lease, session ('' for none), entries...
+START_RUN = (
+    NOW
+    + """
+local now = now_from(ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
+redis.call('HSET', KEYS[1], 'agent', ARGV[3], 'status', 'running', 'created', tostring(now), 'updated', tostring(now),
+  'owner', ARGV[4], 'lease_expires', tostring(now + tonumber(ARGV[5])), 'session', ARGV[6], 'pending', '0')
+if #ARGV > 6 then redis.call('RPUSH', KEYS[2], unpack(ARGV, 7)) end
+redis.call('ZADD', KEYS[3], now, ARGV[2])
+return 'ok'
+"""
+)
+
+# KEYS: run, index. ARGV: now, run_id, owner, lease, paused_only ('1' or '0').
+# Returns {verdict, now, record fields...}: verdict 'ok' (claimed), 'busy' or 'missing'.
+CLAIM_RUN = (
+    NOW
+    + """
+local now = now_from(ARGV[1])
+local fields = redis.call('HGETALL', KEYS[1])
+if #fields == 0 then return {'missing', tostring(now)} end
+local record = {}
+for i = 1, #fields, 2 do record[fields[i]] = fields[i + 1] end
+local status, paused_only = record['status'], ARGV[5] == '1'
+local free = status == 'paused' or (status == 'failed' and not paused_only)
+  or (status == 'running' and not paused_only and tonumber(record['lease_expires'] or '0') <= now)
+if free then
+  local expires = tostring(now + tonumber(ARGV[4]))
+  redis.call('HSET', KEYS[1], 'status', 'running', 'owner', ARGV[3], 'lease_expires', expires, 'updated', tostring(now))
+  redis.call('ZADD', KEYS[2], now, ARGV[2])
+  fields = redis.call('HGETALL', KEYS[1])
+end
+local reply = {free and 'ok' or 'busy', tostring(now)}
+for _, field in ipairs(fields) do table.insert(reply, field) end
+return reply
+"""
+)
+
+# KEYS: run, journal, index. ARGV: now, run_id, owner, op ('append', 'renew' or 'release'),
+# lease, status, state ('' for none), pending, entries...
+# Returns 'ok', 'missing', or the status of a run `owner` lost.
+HOLD_RUN = (
+    NOW
+    + """
+local now = now_from(ARGV[1])
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if not owner then
+  if redis.call('EXISTS', KEYS[1]) == 0 then return 'missing' end
+  return redis.call('HGET', KEYS[1], 'status')
+end
+if owner ~= ARGV[3] then return redis.call('HGET', KEYS[1], 'status') end
+local op = ARGV[4]
+if op == 'renew' then
+  redis.call('HSET', KEYS[1], 'lease_expires', tostring(now + tonumber(ARGV[5])))
+  return 'ok'
+end
+if #ARGV > 8 then redis.call('RPUSH', KEYS[2], unpack(ARGV, 9)) end
+if op == 'append' then
+  redis.call('HSET', KEYS[1], 'lease_expires', tostring(now + tonumber(ARGV[5])), 'updated', tostring(now))
+else
+  redis.call('HSET', KEYS[1], 'status', ARGV[6], 'state', ARGV[7], 'pending', ARGV[8], 'updated', tostring(now))
+  redis.call('HDEL', KEYS[1], 'owner', 'lease_expires')
+end
+redis.call('ZADD', KEYS[3], now, ARGV[2])
+return 'ok'
+"""
+)
+
+# KEYS: lock. ARGV: now, owner, lease. Returns 1 when `owner` holds the lock now.
+LOCK = (
+    NOW
+    + """
+local now = now_from(ARGV[1])
+local holder = redis.call('HMGET', KEYS[1], 'owner', 'expires')
+if holder[1] and holder[1] ~= ARGV[2] and tonumber(holder[2]) > now then return 0 end
+redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'expires', tostring(now + tonumber(ARGV[3])))
+redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[3]) * 1000))
+return 1
+"""
+)
+
+# KEYS: lock. ARGV: owner.
+UNLOCK = """
+if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"""
+
+# The rate log of one key: a sorted set of the requests admitted within the window (score: when;
+# member: '<id>:<tokens>'), and a hash with the tokens they hold and the time a pause ends.
+RATE = (
+    NOW
+    + """
+local function cost(member) return tonumber(string.match(member, ':(%-?[%d.]+)$')) end
+local function forget_old(log, meta, now, window)
+  local total = tonumber(redis.call('HGET', meta, 'tokens') or '0')
+  local old = redis.call('ZRANGEBYSCORE', log, '-inf', now - window)
+  if #old > 0 then
+    for _, member in ipairs(old) do total = total - cost(member) end
+    redis.call('ZREMRANGEBYSCORE', log, '-inf', now - window)
+  end
+  return total
+end
+local function window_of(meta) return tonumber(redis.call('HGET', meta, 'window') or '60') end
+local function keep_for(log, meta, now, window)
+  local paused = tonumber(redis.call('HGET', meta, 'paused') or '0')
+  local ttl = math.ceil((window + math.max(0, paused - now)) * 1000) + 1000
+  redis.call('PEXPIRE', log, ttl)
+  redis.call('PEXPIRE', meta, ttl)
+end
+"""
+)
+
+# KEYS: log, meta. ARGV: now, member id, tokens, rpm (0: none), tpm (0: none), window.
+# Returns {wait, now}: wait 0 means one request and `tokens` were reserved under '<id>:<tokens>'.
+ACQUIRE = (
+    RATE
+    + """
+local now, tokens = now_from(ARGV[1]), tonumber(ARGV[3])
+local rpm, tpm, window = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+redis.call('HSET', KEYS[2], 'window', ARGV[6])
+local total = forget_old(KEYS[1], KEYS[2], now, window)
+local wait = tonumber(redis.call('HGET', KEYS[2], 'paused') or '0') - now
+if rpm > 0 then
+  local count = redis.call('ZCARD', KEYS[1])
+  if count >= rpm then
+    local leaving = redis.call('ZRANGE', KEYS[1], count - rpm, count - rpm, 'WITHSCORES')
+    wait = math.max(wait, tonumber(leaving[2]) + window - now)
+  end
+end
+if tpm > 0 and total + tokens > tpm then
+  local need, freed = total + tokens - tpm, 0
+  local entries = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+  for i = 1, #entries, 2 do
+    freed = freed + cost(entries[i])
+    if freed >= need then
+      wait = math.max(wait, tonumber(entries[i + 1]) + window - now)
+      break
+    end
+  end
+end
+redis.call('HSET', KEYS[2], 'tokens', tostring(total))
+if wait <= 0 then
+  redis.call('ZADD', KEYS[1], now, ARGV[2] .. ':' .. ARGV[3])
+  redis.call('HSET', KEYS[2], 'tokens', tostring(total + tokens))
+  wait = 0
+end
+keep_for(KEYS[1], KEYS[2], now, window)
+return {tostring(wait), tostring(now)}
+"""
+)
+
+# KEYS: log, meta. ARGV: now, member, tokens used, refund_request ('1' or '0').
+RECONCILE = (
+    RATE
+    + """
+local now, window = now_from(ARGV[1]), window_of(KEYS[2])
+local total = forget_old(KEYS[1], KEYS[2], now, window)
+local when = redis.call('ZSCORE', KEYS[1], ARGV[2])
+if when then
+  redis.call('ZREM', KEYS[1], ARGV[2])
+  total = total - cost(ARGV[2])
+  if ARGV[4] ~= '1' then
+    local id = string.match(ARGV[2], '^(.*):')
+    redis.call('ZADD', KEYS[1], when, id .. ':' .. ARGV[3])
+    total = total + tonumber(ARGV[3])
+  end
+  redis.call('HSET', KEYS[2], 'tokens', tostring(total))
+  keep_for(KEYS[1], KEYS[2], now, window)
+end
+return 1
+"""
+)
+
+# KEYS: log, meta. ARGV: now, seconds.
+PAUSE = (
+    RATE
+    + """
+local now, window = now_from(ARGV[1]), window_of(KEYS[2])
+local paused = tonumber(redis.call('HGET', KEYS[2], 'paused') or '0')
+redis.call('HSET', KEYS[2], 'paused', tostring(math.max(paused, now + tonumber(ARGV[2]))))
+keep_for(KEYS[1], KEYS[2], now, window)
+return 1
+"""
+)
+
+# KEYS: slots. ARGV: now, owner, limit, lease. Returns 1 when `owner` holds (or renewed) a slot.
+TAKE_SLOT = (
+    NOW
+    + """
+local now = now_from(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local expires = now + tonumber(ARGV[4])
+if redis.call('ZSCORE', KEYS[1], ARGV[2]) or redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[3]) then
+  redis.call('ZADD', KEYS[1], expires, ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[4]) * 1000) + 1000)
+  return 1
+end
+return 0
+"""
+)
