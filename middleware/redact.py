@@ -119,14 +119,8 @@ class redact:
         return replace(message, text=text, tool_calls=calls)
 
     async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
-        """Layers inside see the run's `input` redacted (a `log` there records it so); restored after.
-
-        With `responses=True`, a streamed run's `TextDelta`s are redacted on their way to the consumer.
-        """
-        original, emit = run.input, run.emit
-        stream = None
-        if self.responses and emit is not None:
-            run.emit = stream = RedactedStream(emit, self.text)
+        """Layers inside see the run's `input` redacted (a `log` there records it so); restored after."""
+        original = run.input
         if isinstance(original, str):
             run.input = self.text(original)
         elif isinstance(original, Message):
@@ -142,12 +136,16 @@ class redact:
             run.input = original
             if owns_memo:
                 del self._memos[run]
-            if stream is not None:
-                stream.flush()
-                run.emit = emit
         return result
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+        """The call's messages redacted; with `responses=True`, its answer and streamed `TextDelta`s too."""
+        if self.responses and call.run.emit is not None:
+            with call.edit_stream(RedactedStream(self.text)):
+                return await self._model(call, call_next)
+        return await self._model(call, call_next)
+
+    async def _model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
         memo = self._memos.get(call.run, {})
         messages = call.messages
         for index, message in enumerate(messages):
@@ -180,42 +178,39 @@ class redact:
 
 
 class RedactedStream:
-    """Passes stream events on to `emit`, with the text of every `TextDelta` redacted.
+    """A stream edit (`ModelCall.edit_stream`): the text of every `TextDelta` redacted.
 
     Text is held back only from where a built-in pattern may still be
     matching at its end (`patterns.open_match_start`: the last word, a card
     number's digits, a secret's name and value, an unfinished PEM block), or
     further back where redacting the two parts apart would differ from
     redacting them together (with your own patterns too), and goes out,
-    redacted, with the delta that completes it, or before the next event of
-    any other kind. A `StreamReset` drops what is held. At most `MAX_HELD`
-    characters are held: past that, text goes out up to the last line break
-    or space. Your own patterns cannot say what they still need, so one that
-    spans a space may be missed when a delta ends inside it.
+    redacted, with the delta that completes it, before the next event of
+    any other kind, or when the stream ends (`end`). A `StreamReset` drops
+    what is held. At most `MAX_HELD` characters are held: past that, text
+    goes out up to the last line break or space. Your own patterns cannot
+    say what they still need, so one that spans a space may be missed when a
+    delta ends inside it.
     """
 
     MAX_HELD = 16_384
 
-    __slots__ = ("emit", "held", "redact")
+    __slots__ = ("held", "redact")
 
-    def __init__(self, emit: Callable[[Any], None], redact: Rule) -> None:
-        self.emit = emit
+    def __init__(self, redact: Rule) -> None:
         self.redact = redact
         self.held = ""
 
-    def __call__(self, event: Any) -> None:
+    def __call__(self, event: Any) -> list[Any]:
         if isinstance(event, TextDelta):
             text = self.held + event.text
             cut, head = self._cut(text)
             self.held = text[cut:]
-            if head:
-                self.emit(TextDelta(head))
-            return
+            return [TextDelta(head)] if head else []
         if isinstance(event, StreamReset):
             self.held = ""
-        else:
-            self.flush()
-        self.emit(event)
+            return [event]
+        return [*self.end(), event]
 
     def _cut(self, text: str) -> tuple[int, str]:
         """Where to split `text`, and its head redacted: redacting head and tail apart must equal the whole."""
@@ -232,11 +227,12 @@ class RedactedStream:
             cut = _word_start(text, cut - 1)
         return 0, ""
 
-    def flush(self) -> None:
-        """Send what is held, redacted."""
-        if self.held:
-            held, self.held = self.held, ""
-            self.emit(TextDelta(self.redact(held)))
+    def end(self) -> list[Any]:
+        """What is held, redacted."""
+        if not self.held:
+            return []
+        held, self.held = self.held, ""
+        return [TextDelta(self.redact(held))]
 
 
 def _word_start(text: str, end: int) -> int:

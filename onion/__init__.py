@@ -26,6 +26,7 @@ from ._messages import Message, Role, ToolRequest, Usage
 from ._model import Model, resolve_model
 from ._output import OutputSchema, output_schema
 from ._stack import Stack
+from ._stream_edits import StreamEdit
 from ._state import PendingCall, RunState
 from ._threads import ToolThreads
 from ._tools import Tool, tool
@@ -68,6 +69,7 @@ __all__ = [
     "RunState",
     "RunStateError",
     "Stack",
+    "StreamEdit",
     "StreamReset",
     "TextDelta",
     "Tool",

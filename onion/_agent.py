@@ -28,6 +28,7 @@ from ._model import Model, resolve_model
 from ._output import output_schema
 from ._stack import Handler, Stack, bad_result, checked_by_default, concurrent_call_next
 from ._state import PausedBatch, PendingCall, RunState, check_resumable, plain_state
+from ._stream_edits import end_stream, send_out
 from ._streaming import EventQueue
 from ._threads import ToolThreads, default_tool_threads
 from ._tool_sources import OfferedTools, ToolSource
@@ -628,7 +629,7 @@ class Agent(Generic[OutputT]):
                 response = await self._stream_request(call, stream)
             else:
                 if emit is not None and call.streamed:  # a model that does not stream replaces a partial stream
-                    emit(StreamReset())
+                    send_out(call, (StreamReset(),), len(call._edits or ()))
                     call.streamed = False
                 response = await call.model.request(call)
         finally:
@@ -644,21 +645,22 @@ class Agent(Generic[OutputT]):
     async def _stream_request(
         self, call: ModelCall, stream: Callable[[ModelCall], AsyncIterator[Any]]
     ) -> ModelResponse:
-        emit = call.run.emit
-        assert emit is not None
         if call.streamed:
-            emit(StreamReset())
+            send_out(call, (StreamReset(),), len(call._edits or ()))
             call.streamed = False
         response = None
+        emit = call.run.emit
+        assert emit is not None
         async for item in stream(call):
             if isinstance(item, ModelResponse):
                 response = item
                 continue
             call.streamed = True
-            if not isinstance(item, ToolCallStarted):  # emitted with its arguments once the response is whole
+            if call._edits:
+                send_out(call, (item,), len(call._edits))
+            elif not isinstance(item, ToolCallStarted):  # emitted with its arguments once the response is whole
                 emit(item)
-            for observer in call.observers or ():
-                observer(item)
+        end_stream(call)
         if response is None:
             raise TypeError(f"model {call.model!r}: stream() ended without yielding an onion.ModelResponse last")
         return response

@@ -15,6 +15,7 @@ from ._copies import own_copy
 from ._messages import Message, ToolRequest, Usage
 from ._output import OutputSchema, output_schema
 from ._state import PausedBatch, PendingCall, RunState, capture
+from ._stream_edits import Editing, Observing, StreamEdit
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -130,10 +131,10 @@ class ModelCall(Call):
     __slots__ = (
         "_checks",
         "_counted",
+        "_edits",
         "_entered",
         "messages",
         "model",
-        "observers",
         "output_type",
         "settings",
         "streamed",
@@ -152,20 +153,36 @@ class ModelCall(Call):
         self.output_type: Any = run.output_type
         self.streamed = False
         """True once a streaming model sent deltas for this call."""
-        self.observers: list[Callable[[Any], None]] | None = None
+        self._edits: list[StreamEdit] | None = None
         self._checks: list[Callable[[ModelResponse], None]] | None = None
         self._counted: list[Usage] | None = None
         self._entered = False
 
     def observe(self, observer: Callable[[Any], None]) -> None:
-        """Call `observer(event)` for each delta the model streams for this call.
+        """Call `observer(event)` for each event the model streams for this call.
 
-        Deltas only flow while the run is streamed (`agent.stream`); a layer
-        that short-circuits the call sees none.
+        It sees the events as the layers inside this one edited them
+        (`edit_stream`). Deltas only flow while the run is streamed
+        (`agent.stream`); a layer that short-circuits the call sees none.
         """
-        if self.observers is None:
-            self.observers = []
-        self.observers.append(observer)
+        self.edit_stream(Observing(observer))
+
+    def edit_stream(self, edit: StreamEdit) -> Editing:
+        """Pass each event the model streams for this call through `edit`, which returns the events to send on.
+
+        `edit(event)` returns `[event]` to pass it on, rewritten events, or
+        nothing to hold it back; its `end()`, if it has one, returns what it
+        still holds once the model's stream ended. Edits of inner layers run
+        first, so this layer's edit sees what they sent on, and the consumer
+        sees what the outermost sent on. A `StreamReset` goes through edits
+        too (drop what is held). The edit stays for the rest of the call;
+        `with call.edit_stream(edit): ...` removes it when the block ends
+        (a layer inside `retry` runs once per attempt).
+        """
+        if self._edits is None:
+            self._edits = []
+        self._edits.append(edit)
+        return Editing(self, edit)
 
     def on_response(self, check: Callable[[ModelResponse], None]) -> None:
         """Call `check(response)` for each response a model produces for this call.

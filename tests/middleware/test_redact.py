@@ -22,12 +22,14 @@ from onion import (
     Run,
     RunFinished,
     RunResult,
+    StreamReset,
     TextDelta,
     ToolRequest,
     check_history,
     tool,
 )
-from onion.testing import FunctionModel, ScriptedModel, call
+from onion.providers import AnthropicModel, OpenAIChatModel
+from onion.testing import FakeProviderServer, FunctionModel, ScriptedModel, call
 
 KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz"
 CARD = "4111 1111 1111 1111"
@@ -254,14 +256,14 @@ FRAGMENTS = [
 def test_a_stream_split_anywhere_is_redacted_exactly_like_the_whole_text(text: str, sizes: list[int]) -> None:
     """Whatever the delta boundaries, the deltas sent on join to `scrub(whole text)`."""
     sent: list[str] = []
-    stream = RedactedStream(lambda event: sent.append(event.text), scrub)
+    stream = RedactedStream(scrub)
     start = 0
     for size in itertools.islice(itertools.cycle(sizes), len(text)):
         if start >= len(text):
             break
-        stream(TextDelta(text[start : start + size]))
+        sent.extend(event.text for event in stream(TextDelta(text[start : start + size])))
         start += size
-    stream.flush()
+    sent.extend(event.text for event in stream.end())
     assert "".join(sent) == scrub(text)
 
 
@@ -271,3 +273,25 @@ async def test_the_same_redact_layer_twice_in_a_stack_shares_its_memo_and_cleans
     result = await Agent(model).use(layer, layer).run("mail bob@corp.io")
     assert result.output == "ok" and sent(model) == ["mail [REDACTED]"]
     assert layer._memos == {}
+
+
+@pytest.mark.parametrize("api", ["anthropic", "openai"])
+async def test_no_delta_streamed_through_a_real_sdk_shows_a_redacted_value(
+    api: str, server: FakeProviderServer, one_ssl_context: None
+) -> None:
+    """The fake server streams 4-character pieces through the SDK: no delta, nor two joined, holds a secret."""
+    server.script(["Write to jane.doe@example.com, card 4111 1111 1111 1111, thanks"])
+    model: AnthropicModel | OpenAIChatModel = (
+        AnthropicModel("claude-test", base_url=server.url, api_key="test-key")
+        if api == "anthropic"
+        else OpenAIChatModel("gpt-test", base_url=server.openai_url, api_key="test-key")
+    )
+    try:
+        events = [event async for event in Agent(model).use(redact(responses=True)).stream("hi")]
+    finally:
+        await model.aclose()
+    deltas = [event.text for event in events if isinstance(event, TextDelta)]
+    assert "".join(deltas) == "Write to [REDACTED], card [REDACTED], thanks"
+    assert not any(isinstance(event, StreamReset) for event in events)
+    for pair in zip(deltas, [*deltas[1:], ""], strict=True):
+        assert "jane" not in "".join(pair) and "1111" not in "".join(pair)

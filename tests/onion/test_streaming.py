@@ -155,3 +155,102 @@ async def test_a_consumer_leaving_after_the_run_failed_leaves_no_unretrieved_tas
     finally:
         loop.set_exception_handler(None)
     assert [report["message"] for report in reports] == []
+
+
+class Shout:
+    """A stream edit: every `TextDelta` upper-cased."""
+
+    def __call__(self, event: Any) -> list[Any]:
+        return [TextDelta(event.text.upper())] if isinstance(event, TextDelta) else [event]
+
+
+class HoldAll:
+    """A stream edit: holds every `TextDelta` and sends the text as one when the stream ends."""
+
+    def __init__(self) -> None:
+        self.held = ""
+
+    def __call__(self, event: Any) -> list[Any]:
+        if isinstance(event, TextDelta):
+            self.held += event.text
+            return []
+        if isinstance(event, StreamReset):
+            self.held = ""
+        return [event]
+
+    def end(self) -> list[Any]:
+        held, self.held = self.held, ""
+        return [TextDelta(held)] if held else []
+
+
+async def shouting(ctx: ModelCall, call_next: Any) -> Any:
+    """Upper-cases the streamed deltas and the answer alike."""
+    with ctx.edit_stream(Shout()):
+        response = await call_next(ctx)
+    return ModelResponse(Message.assistant(response.text.upper()), response.usage)
+
+
+async def test_a_layer_rewrites_its_calls_streamed_deltas_and_the_consumer_sees_no_reset() -> None:
+    """An edit rewrites each delta as it streams: the consumer sees the rewritten pieces, no `StreamReset`."""
+    events, output = await stream_all(Agent(ScriptedModel(["a fairly long quiet answer"]), middleware=[shouting]))
+    deltas = [event.text for event in events if isinstance(event, TextDelta)]
+    assert len(deltas) > 1 and "".join(deltas) == "A FAIRLY LONG QUIET ANSWER" == output
+    assert not any(isinstance(event, StreamReset) for event in events)
+
+
+async def test_a_layer_holds_back_deltas_until_the_stream_ends() -> None:
+    """An edit that returns nothing holds a delta back; what its `end()` returns goes out before the call finishes."""
+
+    async def hold(ctx: ModelCall, call_next: Any) -> Any:
+        with ctx.edit_stream(HoldAll()):
+            return await call_next(ctx)
+
+    events, output = await stream_all(Agent(ScriptedModel(["a fairly long answer"]), middleware=[hold]))
+    assert [type(event).__name__ for event in events] == ["TextDelta", "ModelCallFinished", "RunFinished"]
+    assert events[0] == TextDelta("a fairly long answer") and output == "a fairly long answer"
+
+
+async def test_inner_edits_run_first_and_an_outer_observer_sees_what_they_sent_on() -> None:
+    """Deltas flow out like responses: the inner layer's edit first, then those registered before it, last first."""
+    seen: list[str] = []
+
+    async def watch_and_hold(ctx: ModelCall, call_next: Any) -> Any:
+        ctx.observe(lambda event: seen.append(event.text) if isinstance(event, TextDelta) else None)
+        with ctx.edit_stream(HoldAll()):
+            return await call_next(ctx)
+
+    events, output = await stream_all(
+        Agent(ScriptedModel(["a fairly long answer"]), middleware=[watch_and_hold, shouting])
+    )
+    assert seen == ["A FAIRLY LONG ANSWER"]
+    assert [event.text for event in events if isinstance(event, TextDelta)] == ["A FAIRLY LONG ANSWER"] == [output]
+
+
+async def test_an_edit_inside_retry_edits_each_attempt_once_and_drops_what_the_dropped_attempt_held() -> None:
+    """Under `retry`, `with ctx.edit_stream(...)` lasts one attempt: the retried stream is edited once, reset first."""
+    from middleware import retry
+
+    class DropsThenAnswers(ScriptedModel):
+        async def stream(self, call: ModelCall) -> AsyncIterator[Any]:
+            if not self.requests:
+                self.requests.append(call)
+                yield TextDelta("half an ")
+                raise ConnectionLostError("dropped mid-stream")
+            async for item in super().stream(call):
+                yield item
+
+    async def no_sleep(seconds: float) -> None:
+        return None
+
+    held: list[HoldAll] = []
+
+    async def hold(ctx: ModelCall, call_next: Any) -> Any:
+        held.append(HoldAll())
+        with ctx.edit_stream(held[-1]):
+            return await call_next(ctx)
+
+    agent = Agent(DropsThenAnswers(["the whole answer"]), middleware=[shouting, retry(sleep=no_sleep), hold])
+    events, output = await stream_all(agent)
+    assert output == "THE WHOLE ANSWER" and shown(events) == ["THE WHOLE ANSWER"]
+    assert [event.text for event in events if isinstance(event, TextDelta)] == ["THE WHOLE ANSWER"]
+    assert len(held) == 2 and held[0].held == "half an "
