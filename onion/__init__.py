@@ -26,8 +26,8 @@ from ._messages import Message, Role, ToolRequest, Usage
 from ._model import Model, resolve_model
 from ._output import OutputSchema, output_schema
 from ._stack import Stack
-from ._stream_edits import StreamEdit
 from ._state import PendingCall, RunState
+from ._stream_edits import StreamEdit
 from ._threads import ToolThreads
 from ._tools import Tool, tool
 from .errors import (
