@@ -1,0 +1,304 @@
+"""MCP servers as tools: a real server (tests/onion/mcp_server.py) over stdio and over streamable HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import runpy
+import socket
+import sys
+import threading
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import uvicorn
+from mcp.types import (
+    BlobResourceContents,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
+
+from middleware import approve, deny_tools, timeout
+from onion import Agent, ModelCall, RunState, ToolCall, tool
+from onion.errors import MCPServerError, ToolNameClash
+from onion.hooks import before_each_tool
+from onion.mcp import MCPServer, MCPTool, tool_result
+from onion.testing import FunctionModel, ScriptedModel, call
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+SERVER = Path(__file__).with_name("mcp_server.py")
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@pytest.fixture(scope="module")
+def http_url() -> Iterator[str]:
+    """The test server over streamable HTTP on 127.0.0.1, served from a thread of this process."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    port = sock.getsockname()[1]
+    app = runpy.run_path(str(SERVER))["build"]().streamable_http_app()
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), name="mcp-test-server")
+    thread.start()
+    yield f"http://127.0.0.1:{port}/mcp"
+    server.should_exit = True
+    thread.join(10)
+    sock.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["stdio", "http"])
+async def docs(request: pytest.FixtureRequest, http_url: str) -> AsyncIterator[MCPServer]:
+    """The test server, prefixed `docs_`, shared by this module's tests over one transport."""
+    if request.param == "stdio":
+        server = MCPServer.stdio(sys.executable, str(SERVER), prefix="docs_", name="docs")
+    else:
+        server = MCPServer.http(http_url, headers={"x-tenant": "tests"}, prefix="docs_", name="docs over http")
+    yield server
+    await server.aclose()
+
+
+def child_processes() -> set[int]:
+    """The processes whose parent is this one (a zombie counts until it is reaped)."""
+    children = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid():
+                children.add(int(entry))
+    return children
+
+
+def tool_answers(messages: list[Any]) -> list[tuple[str, bool]]:
+    return [(m.text, m.is_error) for m in messages if m.role == "tool"]
+
+
+async def test_two_mcp_tools_and_a_local_tool_run_in_one_batch(docs: MCPServer) -> None:
+    """The model is offered the server's tools (prefixed, with their schemas) beside the local one; all three run."""
+    model = ScriptedModel(
+        [[call("docs_search", query="onions"), call("docs_read_page", page=2), call("add", a=1, b=2)], "ok"]
+    )
+    result = await Agent(model, tools=[add, docs]).run("go")
+    assert tool_answers(result.messages) == [
+        ("3 pages about onions", False),
+        ('{\n  "page": 2,\n  "title": "Page 2"\n}', False),
+        ("3", False),
+    ]
+    offered = {t.name: t for t in model.requests[0].tools}
+    assert {"add", "docs_search", "docs_read_page", "docs_hang"} <= offered.keys()
+    search = offered["docs_search"]
+    assert isinstance(search, MCPTool) and search.remote_name == "search"
+    assert search.description == "Search the documents."
+    assert search.parameters["properties"]["query"]["type"] == "string"
+    assert search.parameters["required"] == ["query"]
+
+
+async def test_an_http_server_gets_the_headers_given(docs: MCPServer) -> None:
+    result = await Agent(ScriptedModel([[call("docs_header", name="x-tenant")], "ok"]), tools=[docs]).run("go")
+    expected = "tests" if docs.name == "docs over http" else ""
+    assert tool_answers(result.messages) == [(expected, False)]
+
+
+async def test_a_hook_with_a_regex_matcher_sees_the_mcp_calls(docs: MCPServer) -> None:
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    @before_each_tool(re.compile(r"docs_\w+"))
+    def note(call: ToolCall) -> None:
+        seen.append((call.name, dict(call.args)))
+
+    model = ScriptedModel([[call("docs_search", query="a"), call("add", a=1, b=1), call("docs_pid")], "ok"])
+    await Agent(model, tools=[add, docs], middleware=[note]).run("go")
+    assert seen == [("docs_search", {"query": "a"}), ("docs_pid", {})]
+
+
+async def test_deny_tools_blocks_an_mcp_tool_by_name(docs: MCPServer) -> None:
+    """The denied tool is not offered, and a call to it is answered blocked without reaching the server."""
+    model = ScriptedModel([[call("docs_delete_page", page=1), call("docs_search", query="x")], "ok"])
+    result = await Agent(model, tools=[docs], middleware=[deny_tools("docs_delete_page")]).run("go")
+    (blocked, blocked_error), (found, found_error) = tool_answers(result.messages)
+    assert blocked_error and "blocked" in blocked and "docs_delete_page" in blocked
+    assert (found, found_error) == ("3 pages about x", False)
+    assert "docs_delete_page" not in {t.name for t in model.requests[0].tools}
+
+
+async def test_approve_pauses_an_mcp_tool_and_resume_runs_it(docs: MCPServer) -> None:
+    """The paused call survives a JSON round trip; once approved it runs on the server."""
+    model = ScriptedModel([[call("docs_delete_page", page=3), call("docs_search", query="y")], "done"])
+    agent = Agent(model, tools=[docs], middleware=[approve("docs_delete_page")])
+    paused = await agent.run("tidy")
+    assert paused.paused and [p.name for p in paused.pending] == ["docs_delete_page"]
+    state = RunState.from_json(paused.to_state().to_json())
+    state.approve_all()
+    result = await agent.resume(state)
+    assert result.output == "done"
+    assert tool_answers(result.messages) == [("deleted page 3", False), ("3 pages about y", False)]
+
+
+async def test_error_results_for_is_error_a_raising_tool_and_a_protocol_error_and_the_run_goes_on(
+    docs: MCPServer,
+) -> None:
+    model = ScriptedModel([[call("docs_quota"), call("docs_broken"), call("docs_refuse"), call("docs_picture")], "ok"])
+    result = await Agent(model, tools=[docs]).run("go")
+    quota, broken, refused, picture = tool_answers(result.messages)
+    assert quota == ("quota exceeded: try tomorrow", True)
+    assert broken[1] and "broken" in broken[0]
+    assert refused[1] and f"MCP server {docs.name!r}" in refused[0] and "-32001" in refused[0]
+    assert "not allowed for this client" in refused[0]
+    assert picture == ("a red dot\n[image image/png, 8 bytes, not shown]", False)
+    assert result.output == "ok"
+
+
+async def test_a_hung_server_is_bounded_by_timeout_and_its_request_cancelled(docs: MCPServer) -> None:
+    """The hung call becomes a timeout error; the server is told to stop it (its handler is cancelled)."""
+    token = uuid.uuid4().hex
+    model = ScriptedModel([[call("docs_hang", token=token), call("docs_search", query="z")], "ok"])
+    result = await Agent(model, tools=[docs], middleware=[timeout(tools=0.5)]).run("go")
+    (hung, hung_error), found = tool_answers(result.messages)
+    assert hung_error and "timed out after 0.5s" in hung
+    assert found == ("3 pages about z", False)
+    assert await _was_cancelled(docs, token)
+
+
+async def test_cancelling_a_run_cancels_its_mcp_request(docs: MCPServer, tmp_path: Path) -> None:
+    token, marker = uuid.uuid4().hex, tmp_path / "started"
+    model = ScriptedModel([[call("docs_hang", token=token, marker=str(marker))], "ok"])
+    task = asyncio.ensure_future(Agent(model, tools=[docs]).run("go"))
+    async with asyncio.timeout(20):
+        while not marker.exists():  # the server has the call
+            await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await _was_cancelled(docs, token)
+
+
+async def _was_cancelled(docs: MCPServer, token: str) -> bool:
+    """Ask the server (through the tool object, outside any run) whether the `hang` with `token` was cancelled."""
+    tools = {t.name: t for t in await docs.list_tools(None)}
+    answer = await tools["docs_was_cancelled"](token=token)
+    return bool(answer.content == "true")
+
+
+async def test_a_server_killed_mid_call_gives_error_results_and_is_restarted_on_the_next_run() -> None:
+    """The killed call and later calls of that run are errors saying so; the next run has a new process;
+    after aclose no process or task is left."""
+    children, tasks = child_processes(), asyncio.all_tasks()
+    server = MCPServer.stdio(sys.executable, str(SERVER), name="docs")
+    model = ScriptedModel([[call("crash")], [call("search", query="a")], "gone", [call("pid")], "back"])
+    async with Agent(model, tools=[add, server]) as agent:
+        first = await agent.run("go")
+        (crashed, crashed_error), (later, later_error) = tool_answers(first.messages)
+        assert crashed_error and "MCP server 'docs' stopped during the call" in crashed
+        assert "the next run starts it again" in crashed
+        assert later_error and "MCP server 'docs' is not running" in later
+        assert first.output == "gone"
+        second = await agent.run("again")
+        [(pid, pid_error)] = tool_answers(second.messages)
+        assert not pid_error and int(pid) in child_processes()
+    assert child_processes() == children
+    assert asyncio.all_tasks() == tasks
+
+
+async def test_a_server_that_cannot_start_stops_the_run_with_a_clear_error() -> None:
+    server = MCPServer.stdio("/nonexistent/mcp-server", name="ghost")
+    async with Agent(ScriptedModel(["never"]), tools=[server]) as agent:
+        with pytest.raises(MCPServerError, match=r"MCP server 'ghost' could not start: FileNotFoundError"):
+            await agent.run("go")
+
+
+async def test_a_server_that_does_not_answer_in_connect_timeout_stops_the_run_and_is_stopped() -> None:
+    children = child_processes()
+    silent = MCPServer.stdio(sys.executable, "-c", "import sys; sys.stdin.read()", name="silent", connect_timeout=0.5)
+    async with Agent(ScriptedModel(["never"]), tools=[silent]) as agent:
+        with pytest.raises(MCPServerError, match=r"MCP server 'silent' did not start within 0.5s"):
+            await agent.run("go")
+    assert child_processes() == children
+
+
+async def test_tools_of_the_same_name_without_a_prefix_are_a_clear_error_naming_both(http_url: str) -> None:
+    @tool
+    def search(query: str) -> str:
+        return "local"
+
+    server = MCPServer.http(http_url, name="docs")
+    async with Agent(ScriptedModel(["never"]), tools=[search, server]) as agent:
+        with pytest.raises(ToolNameClash, match=r"'search': the agent's own tool search, and one of MCP server 'docs'"):
+            await agent.run("go")
+    twice = [MCPServer.http(http_url, name="a"), MCPServer.http(http_url, name="b")]
+    async with Agent(ScriptedModel(["never"]), tools=twice) as agent:
+        with pytest.raises(ToolNameClash, match=r"one of MCP server 'a', and one of MCP server 'b'; give the server a"):
+            await agent.run("go")
+
+
+async def test_a_tool_list_the_server_says_changed_is_listed_again(http_url: str) -> None:
+    """After `grow` the server notifies; the next listing offers `extra`, which the model then calls."""
+    tasks = asyncio.all_tasks()
+    server = MCPServer.http(http_url, name="docs")
+    model = ScriptedModel([[call("grow")], "grown", [call("extra")], "done"])
+    async with Agent(model, tools=[server]) as agent:
+        await agent.run("grow")
+        async with asyncio.timeout(20):
+            while "extra" not in {t.name for t in await server.list_tools(None)}:  # the notification is on its way
+                await asyncio.sleep(0.01)
+        result = await agent.run("use it")
+    assert tool_answers(result.messages) == [("extra ran", False)]
+    assert "extra" in {t.name for t in model.requests[-1].tools}
+    assert asyncio.all_tasks() == tasks
+
+
+async def test_results_read_as_text_structured_json_and_described_content() -> None:
+    """Text blocks in order; structured content as JSON when no text carries it; other content described."""
+    text = CallToolResult(content=[TextContent(type="text", text="a"), TextContent(type="text", text="b")])
+    assert tool_result(text).content == "a\nb"
+    structured = tool_result(CallToolResult(content=[], structured_content={"n": 1, "city": "Zürich"}))
+    assert structured.content == '{"n": 1, "city": "Zürich"}' and not structured.is_error
+    both = CallToolResult(content=[TextContent(type="text", text="1")], structured_content={"result": 1})
+    assert tool_result(both).content == "1"
+    described = CallToolResult(
+        content=[
+            ImageContent(type="image", data="aGVsbG8=", mime_type="image/png"),
+            ResourceLink(type="resource_link", name="report", uri="file:///r.pdf", mime_type="application/pdf"),
+            EmbeddedResource(type="resource", resource=TextResourceContents(uri="file:///a.txt", text="hi")),
+            EmbeddedResource(type="resource", resource=BlobResourceContents(uri="file:///b.bin", blob="AAAA")),
+        ]
+    )
+    assert tool_result(described).content.splitlines() == [
+        "[image image/png, 5 bytes, not shown]",
+        "[resource link report application/pdf: file:///r.pdf]",
+        "[resource file:///a.txt]",
+        "hi",
+        "[resource file:///b.bin, 3 bytes, not shown]",
+    ]
+    failed = tool_result(CallToolResult(content=[], is_error=True))
+    assert failed.is_error and failed.content == "The tool reported an error without a message."
+    assert isinstance(failed.value, CallToolResult)
+
+
+async def test_a_model_call_offers_what_the_server_lists_through_model_layers(docs: MCPServer) -> None:
+    """allow/deny layers see MCP tools in `call.tools` like the agent's own."""
+    names: list[str] = []
+
+    def answer(request: ModelCall) -> str:
+        names.extend(t.name for t in request.tools)
+        return "ok"
+
+    await Agent(FunctionModel(answer), tools=[add, docs]).run("go")
+    assert names[0] == "add" and "docs_search" in names
