@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from middleware import redact
+from middleware import redact, retry
 from middleware.patterns import scrub
 from middleware.redact import RedactedStream, luhn_valid
 from onion import (
@@ -28,6 +28,7 @@ from onion import (
     check_history,
     tool,
 )
+from onion.errors import ConnectionLostError
 from onion.providers import AnthropicModel, OpenAIChatModel
 from onion.testing import FakeProviderServer, FunctionModel, ScriptedModel, call
 
@@ -295,3 +296,37 @@ async def test_no_delta_streamed_through_a_real_sdk_shows_a_redacted_value(
     assert not any(isinstance(event, StreamReset) for event in events)
     for pair in zip(deltas, [*deltas[1:], ""], strict=True):
         assert "jane" not in "".join(pair) and "1111" not in "".join(pair)
+
+
+class DropsOnceModel(ScriptedModel):
+    """Streams half of its first answer, then the connection drops; the retry streams it whole."""
+
+    def __init__(self, answer: str) -> None:
+        super().__init__([answer, answer])
+        self.dropped = False
+
+    async def stream(self, call: ModelCall) -> AsyncIterator[Any]:
+        self.requests.append(call)
+        response = await self.respond(call)
+        for start in range(0, len(response.text), 4):
+            if not self.dropped and start >= len(response.text) // 2:
+                self.dropped = True
+                raise ConnectionLostError("dropped mid-stream")
+            yield TextDelta(response.text[start : start + 4])
+        yield response
+
+
+async def test_a_stream_reset_drops_the_text_held_back_so_a_half_card_number_never_shows() -> None:
+    """Digits held while a card number may be arriving are dropped with the attempt that sent them."""
+
+    async def no_wait(seconds: float) -> None:
+        return None
+
+    answer = "your card 4111 1111 1111 1111 is on file"
+    agent = Agent(DropsOnceModel(answer)).use(redact(responses=True), retry(sleep=no_wait, jitter=0))
+    events = [event async for event in agent.stream("hi")]
+    texts = [event.text for event in events if isinstance(event, TextDelta)]
+    assert not any(digit in text for text in texts for digit in "14")
+    reset = max(i for i, event in enumerate(events) if isinstance(event, StreamReset))
+    after = "".join(event.text for event in events[reset:] if isinstance(event, TextDelta))
+    assert after == "your card [REDACTED] is on file"
