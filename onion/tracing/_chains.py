@@ -94,7 +94,7 @@ def _traced(kind: str, chain: Handler, exporter: Exporter | None) -> Handler:
         roots = capturing.get() if parent is None else None
         if parent is None and roots is None and exporter is None:
             return await chain(ctx)
-        span = Span(kind, name_of(kind, ctx), ctx, parent)
+        span = Span(kind, name_of(kind, ctx), ctx, parent, roots is not None)
         if roots is not None:
             roots.append(span)
         token = current.set(span)

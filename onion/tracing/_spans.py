@@ -20,7 +20,8 @@ class Span:
     """One call, model request or layer pass, with its timing and what it did.
 
     `start` and `end` are `time.perf_counter_ns()` readings; `children` are
-    the spans opened inside this one, in the order they started. For a
+    the spans opened inside this one, in the order they started (kept in
+    a `capture()` only: an exporter's finished spans are let go). For a
     layer, `passes` counts its calls of `call_next` and `inner_ns` the time
     they took, so its own time is `own_ns`. `ctx`, `result` and `error` are
     the call's context, what it returned and what it raised.
@@ -34,6 +35,7 @@ class Span:
         "handle",
         "inner_error",
         "inner_ns",
+        "kept",
         "kind",
         "name",
         "notes",
@@ -44,7 +46,7 @@ class Span:
         "waited",
     )
 
-    def __init__(self, kind: str, name: str, ctx: Any, parent: Span | None) -> None:
+    def __init__(self, kind: str, name: str, ctx: Any, parent: Span | None, kept: bool = False) -> None:
         self.kind = kind
         self.name = name
         """The layer's name for a layer; for a call, the model or tool name, or the agent's name for a run."""
@@ -63,7 +65,9 @@ class Span:
         self.end = 0
         self.handle: Any = None
         """What an exporter keeps while the span is open (an OpenTelemetry span and its context token)."""
-        if parent is not None:
+        self.kept: bool = parent.kept if parent is not None else kept
+        """Whether the span stays in its parent's `children` (in a capture); an exporter's spans are let go."""
+        if parent is not None and parent.kept:
             parent.children.append(self)
         self.start = time.perf_counter_ns()
 

@@ -350,3 +350,42 @@ async def test_tracing_off_builds_chains_without_any_wrapper() -> None:
         tracing.uninstrument()
     await agent.run("hi")
     assert agent._compiled().model.__code__ is first.__code__
+
+
+async def test_an_exporter_lets_each_finished_call_go_while_its_run_goes_on() -> None:
+    """With instrument() alone, a model call (and all it holds) is freed once its span ends, mid-run."""
+    import gc
+    import weakref
+
+    class Probe:
+        """Held by one model call only (in its settings)."""
+
+    class Negating:
+        """Asks for `neg` three times, then answers; keeps no call."""
+
+        name = "negating"
+
+        async def request(self, call: ModelCall) -> ModelResponse:
+            step = call.run.steps
+            if step > 3:
+                return ModelResponse(Message.assistant("done"))
+            return ModelResponse(Message.assistant("", [ToolRequest(f"c{step}", "neg", {"a": step})]))
+
+    seen: list[weakref.ref[Probe]] = []
+    alive: list[int] = []
+
+    async def watch(ctx: ModelCall, call_next: Handler) -> ModelResponse:
+        gc.collect()
+        alive.append(sum(ref() is not None for ref in seen))
+        probe = Probe()
+        ctx.settings["probe"] = probe
+        seen.append(weakref.ref(probe))
+        return await call_next(ctx)  # type: ignore[no-any-return]
+
+    agent = Agent(Negating(), tools=[neg], middleware=[watch])
+    tracing.instrument(TracerProvider())
+    try:
+        await agent.run("negate thrice")
+    finally:
+        tracing.uninstrument()
+    assert alive == [0, 0, 0, 0]
