@@ -170,7 +170,7 @@ async def test_a_hung_server_is_bounded_by_timeout_and_its_request_cancelled(doc
     """The hung call becomes a timeout error; the server is told to stop it (its handler is cancelled)."""
     token = uuid.uuid4().hex
     model = ScriptedModel([[call("docs_hang", token=token), call("docs_search", query="z")], "ok"])
-    result = await Agent(model, tools=[docs], middleware=[timeout(tools=0.5)]).run("go")
+    result = await Agent(model, tools=[docs], middleware=[timeout(per_tool={"docs_hang": 0.5})]).run("go")
     (hung, hung_error), found = tool_answers(result.messages)
     assert hung_error and "timed out after 0.5s" in hung
     assert found == ("3 pages about z", False)
@@ -213,8 +213,8 @@ async def test_a_server_killed_mid_call_gives_error_results_and_is_restarted_on_
         second = await agent.run("again")
         [(pid, pid_error)] = tool_answers(second.messages)
         assert not pid_error and int(pid) in child_processes()
-    assert child_processes() == children
-    assert asyncio.all_tasks() == tasks
+    assert not child_processes() - children
+    assert not asyncio.all_tasks() - tasks
 
 
 async def test_a_server_that_cannot_start_stops_the_run_with_a_clear_error() -> None:
@@ -230,7 +230,7 @@ async def test_a_server_that_does_not_answer_in_connect_timeout_stops_the_run_an
     async with Agent(ScriptedModel(["never"]), tools=[silent]) as agent:
         with pytest.raises(MCPServerError, match=r"MCP server 'silent' did not start within 0.5s"):
             await agent.run("go")
-    assert child_processes() == children
+    assert not child_processes() - children
 
 
 async def test_tools_of_the_same_name_without_a_prefix_are_a_clear_error_naming_both(http_url: str) -> None:
@@ -261,7 +261,7 @@ async def test_a_tool_list_the_server_says_changed_is_listed_again(http_url: str
         result = await agent.run("use it")
     assert tool_answers(result.messages) == [("extra ran", False)]
     assert "extra" in {t.name for t in model.requests[-1].tools}
-    assert asyncio.all_tasks() == tasks
+    assert not asyncio.all_tasks() - tasks
 
 
 async def test_results_read_as_text_structured_json_and_described_content() -> None:
