@@ -225,3 +225,20 @@ async def test_a_layer_sees_output_type_on_every_model_call() -> None:
     model = ScriptedModel([[call("lookup", name="Paris")], "[]"])
     await Agent(model, tools=[lookup], middleware=[watch]).run("q", output_type=list[City])
     assert seen == [list[City], list[City]]
+
+
+def test_run_sync_takes_output_type() -> None:
+    result = Agent(ScriptedModel([City(name="Oslo", population=717710)])).run_sync("q", output_type=City)
+    assert result.output.population == 717710
+
+
+async def test_a_journaled_typed_run_recovers_to_a_typed_output() -> None:
+    """A run with a store completes typed; recovering a run whose final answer was recorded validates it again."""
+    from onion.stores import MemoryStore
+
+    store = MemoryStore()
+    result = await Agent(ScriptedModel([City(name="Oslo", population=1)]), store=store, output_type=City).run("q")
+    assert result.output == City(name="Oslo", population=1)
+    store._runs[result.run_id].status = "failed"  # the release was lost
+    again = await Agent(ScriptedModel([]), store=store).recover(result.run_id, output_type=City)
+    assert again.output == City(name="Oslo", population=1)
