@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from onion import Message, ModelCall, ModelResponse, Tool, ToolCall, ToolRequest, Usage, output_schema
+from onion import Message, ModelCall, ModelResponse, Part, Tool, ToolCall, ToolRequest, Usage, output_schema
 
 from .patterns import SECRET_NAME, SECRETS, scrub, scrub_value
 
@@ -18,13 +18,15 @@ def request_key(call: ModelCall, namespace: str = "", scope: object = None) -> s
     `scope` is what `cache(key=...)` returned for the call (`None` without one).
 
     A tool list's part is serialized once per distinct list of `Tool`
-    objects (see `_tools_part`); messages and settings on every call.
+    objects (see `_tools_part`); messages and settings on every call. An
+    image's or document's bytes enter the key as their SHA-256, never whole.
     """
     ids: dict[str, str] = {}
     messages = []
     for m in call.messages:
         calls = [[_local(ids, c.id), c.name, c.args, c.raw_args] for c in m.tool_calls] if m.tool_calls else []
-        messages.append((m.role, m.text, calls, _local(ids, m.tool_call_id), m.is_error, m.meta))
+        entry = (m.role, m.text, calls, _local(ids, m.tool_call_id), m.is_error, m.meta)
+        messages.append(entry if m.content is None else (*entry, [_part_key(part) for part in m.content]))
     settings = scrub_value(call.settings, SECRETS) if call.settings else None
     head = (4, namespace, scope, model_options(call.model), settings, messages)
     digest = hashlib.sha256(_utf8(_canonical(head)))
@@ -32,6 +34,15 @@ def request_key(call: ModelCall, namespace: str = "", scope: object = None) -> s
     if call.output_type is not str:
         digest.update(_utf8(output_schema(call.output_type).key))
     return digest.hexdigest()
+
+
+def _part_key(part: Part) -> Any:
+    """A message part in a key: text as is, an image's or document's bytes by their SHA-256."""
+    if isinstance(part, str):
+        return part
+    if part.data is None:
+        return [type(part).__name__, part.url]
+    return [type(part).__name__, part.media_type, hashlib.sha256(part.data).hexdigest()]
 
 
 _PLAIN = (str, int, float, bool, type(None))

@@ -32,6 +32,22 @@ PRICES: dict[str, tuple[float, float]] = {
 }
 """USD per million (input, output) tokens, by model name prefix (list prices; check yours, override with `prices=`)."""
 
+CACHE_RATES: dict[str, tuple[float, float]] = {
+    "claude": (0.1, 1.25),
+    "gpt-5": (0.1, 1.0),
+    "gpt-4.1": (0.25, 1.0),
+    "gpt-4o": (0.5, 1.0),
+    "o3": (0.25, 1.0),
+    "o3-mini": (0.5, 1.0),
+    "o4-mini": (0.25, 1.0),
+}
+"""Prompt-cache (read, write) prices as multiples of the input price, by model name prefix.
+
+Anthropic bills a cache read at a tenth of the input price and a write (5-minute
+TTL) at 1.25 times it; OpenAI caches for free and bills reads at a discount that
+depends on the model. A model matching none pays the input price for both.
+"""
+
 
 class BudgetExceeded(OnionError):
     """The run went over its `budget`.
@@ -59,9 +75,12 @@ class budget:
     unanswered), but its usage is in `run.usage`. A call is not sent at all
     while the run is already over. Cost uses `prices` (model name prefix ->
     USD per million input and output tokens, merged over `PRICES`; the
-    longest matching prefix wins); cached input tokens are charged at the
-    input price. A model with tokens but no price raises `OnionError` naming
-    it. The cost so far is kept in `run.state["cost"]`. Not usable bare.
+    longest matching prefix wins). Input read from the prompt cache
+    (`Usage.cached_input_tokens`) and written to it (`cache_write_tokens`)
+    is priced at the model's cache rates (`CACHE_RATES`), or at the third and
+    fourth values of a 4-tuple price (input, output, cache read, cache write).
+    A model with tokens but no price raises `OnionError` naming it. The
+    cost so far is kept in `run.state["cost"]`. Not usable bare.
     """
 
     __slots__ = ("max_cost", "max_tokens", "prices")
@@ -71,12 +90,12 @@ class budget:
         max_tokens: int | None = None,
         max_cost: float | None = None,
         *,
-        prices: Mapping[str, tuple[float, float]] | None = None,
+        prices: Mapping[str, tuple[float, ...]] | None = None,
     ) -> None:
         if max_tokens is None and max_cost is None:
             raise TypeError("budget needs a limit, e.g. budget(max_tokens=100_000) or budget(max_cost=0.50)")
         self.max_tokens, self.max_cost = max_tokens, max_cost
-        self.prices = {**PRICES, **(prices or {})}
+        self.prices: dict[str, tuple[float, ...]] = {**PRICES, **(prices or {})}
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
         run = call.run
@@ -99,8 +118,7 @@ class budget:
         cost: float = run.state.get("cost", 0.0)
         if self.max_cost is not None and (usage.input_tokens or usage.output_tokens):
             name = response.model or str(getattr(call.model, "name", call.model))
-            input_price, output_price = self.price(name)
-            cost += (usage.input_tokens * input_price + usage.output_tokens * output_price) / 1_000_000
+            cost += self.cost(name, usage)
             run.state["cost"] = cost
         try:
             self._check(run, total, cost)
@@ -122,8 +140,28 @@ class budget:
 
     def price(self, model: str) -> tuple[float, float]:
         """USD per million (input, output) tokens for `model` ("provider:" prefixes ignored)."""
+        rates = self.rates(model)
+        return rates[0], rates[1]
+
+    def rates(self, model: str) -> tuple[float, float, float, float]:
+        """USD per million (input, output, cache read, cache write) tokens for `model`."""
         name = model.rpartition(":")[2]
         matches = [prefix for prefix in self.prices if name.startswith(prefix)]
         if not matches:
             raise OnionError(f"budget: no price for model {model!r}; pass budget(prices={{{name!r}: (input, output)}})")
-        return self.prices[max(matches, key=len)]
+        price = self.prices[max(matches, key=len)]
+        if len(price) == 4:
+            return price[0], price[1], price[2], price[3]
+        if len(price) != 2:
+            raise OnionError(f"budget: the price of {model!r} must be (input, output) or 4 values, not {price!r}")
+        cached = [prefix for prefix in CACHE_RATES if name.startswith(prefix)]
+        read, write = CACHE_RATES[max(cached, key=len)] if cached else (1.0, 1.0)
+        return price[0], price[1], price[0] * read, price[0] * write
+
+    def cost(self, model: str, usage: Usage) -> float:
+        """The cost in USD of `usage` on `model`: uncached input, cache reads and writes, output."""
+        input_price, output_price, read_price, write_price = self.rates(model)
+        read, written = usage.cached_input_tokens, usage.cache_write_tokens
+        uncached = max(usage.input_tokens - read - written, 0)
+        total = uncached * input_price + read * read_price + written * write_price + usage.output_tokens * output_price
+        return total / 1_000_000

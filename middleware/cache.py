@@ -154,7 +154,9 @@ class cache:
     credentials scrubbed, independent of dict order and of the tool call
     ids the provider chose. A hit is a
     `ModelResponse` with `cached=True` and zero usage, reusing the stored
-    tool call ids. Errors are never cached (nor error tool results). A
+    tool call ids (an image's or document's bytes count by their SHA-256).
+    Errors are never cached (nor error tool results, nor tool results holding
+    images or documents). A
     store that cannot write (locked, full) is logged on `onion.cache`, once
     until it writes again, and the answer returned. An answer or tool result
     holding a secret or personal data (what `patterns.scrub_value` hides) is
@@ -218,7 +220,7 @@ class cache:
             return ToolResult(content=json.loads(found), call_id=call.id)
         self._count(call, hit=False)
         result: ToolResult = await call_next(call)
-        if not result.is_error and not holds_sensitive(result.content):
+        if not result.is_error and isinstance(result.content, str) and not holds_sensitive(result.content):
             await self._store(key, json.dumps(result.content))
         return result
 

@@ -147,7 +147,7 @@ class log:
         scrubbed, encode = self._scrubbed, self._encode
         if isinstance(ctx, ToolCall):
             sent = encode(scrubbed(ctx.args))
-            return f"args={sent} -> {scrubbed(result.content)!r}" if isinstance(result, ToolResult) else f"args={sent}"
+            return f"args={sent} -> {scrubbed(result.text)!r}" if isinstance(result, ToolResult) else f"args={sent}"
         if isinstance(ctx, ModelCall):
             last = scrubbed(ctx.messages[-1].text if ctx.messages else "")
             if not isinstance(result, ModelResponse):
@@ -158,7 +158,7 @@ class log:
             sent = f"input={scrubbed(_text_of(ctx.input))!r}"
             return sent + (f" -> {scrubbed(result.output)!r}" if isinstance(result, RunResult) else "")
         if isinstance(result, list):
-            return f"results={[scrubbed(r.content) for r in result if isinstance(r, ToolResult)]!r}"
+            return f"results={[scrubbed(r.text) for r in result if isinstance(r, ToolResult)]!r}"
         return ""
 
     def _scrubbed(self, value: Any) -> Any:
@@ -197,10 +197,11 @@ def _outcome(ctx: Any, result: Any) -> tuple[str, str | None]:
             return "paused", paused
         if not result.is_error:
             return "ok", None
-        refusal = ctx.block("").content if isinstance(ctx, ToolCall) else None
-        if refusal and result.content.startswith(refusal):
-            return "blocked", result.content[len(refusal) :]
-        return "error", result.content
+        refusal = ctx.block("").text if isinstance(ctx, ToolCall) else None
+        text = result.text
+        if refusal and text.startswith(refusal):
+            return "blocked", text[len(refusal) :]
+        return "error", text
     if isinstance(result, RunResult) and result.paused:
         return "paused", "waiting for " + ", ".join(call.name for call in result.pending)
     return "ok", None

@@ -13,6 +13,7 @@ from onion import (
     Message,
     ModelCall,
     ModelResponse,
+    Part,
     Run,
     RunResult,
     StreamReset,
@@ -110,10 +111,29 @@ class redact:
             return request
         return ToolRequest(id=request.id, name=request.name, args=args, raw_args=raw_args)
 
+    def _content(self, content: str | list[Part]) -> str | list[Part]:
+        """Text, or each text part of a list, redacted; images and documents pass untouched."""
+        if isinstance(content, str):
+            return self.text(content)
+        return [self.text(part) if isinstance(part, str) else part for part in content]
+
     def message(self, message: Message) -> Message:
-        """`message` redacted: itself when nothing matched, otherwise a new `Message`."""
+        """`message` redacted: itself when nothing matched, otherwise a new `Message`.
+
+        A message with parts has each text part redacted; its images and documents are kept as they are.
+        """
         text = self.text(message.text) if message.text else message.text
         calls = [self._request(call) for call in message.tool_calls]
+        content = message.content
+        if content is not None:
+            redacted = [self.text(part) if isinstance(part, str) else part for part in content]
+            if redacted != content:
+                return replace(
+                    message,
+                    text="\n".join(part for part in redacted if isinstance(part, str)),
+                    tool_calls=calls,
+                    content=redacted,
+                )
         if text == message.text and all(new is old for new, old in zip(calls, message.tool_calls, strict=True)):
             return message
         return replace(message, text=text, tool_calls=calls)
@@ -171,7 +191,7 @@ class redact:
     async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
         result: ToolResult = await call_next(call)
         if self.tool_results and result.content:
-            content = self.text(result.content)
+            content = self._content(result.content)
             if content != result.content:
                 return ToolResult(content=content, is_error=result.is_error, call_id=result.call_id, value=result.value)
         return result

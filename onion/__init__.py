@@ -9,6 +9,7 @@ from __future__ import annotations
 from . import errors, tracing
 from ._agent import Agent
 from ._calls import Call, ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
+from ._content import Document, Image, Part
 from ._events import (
     Event,
     ModelCallFinished,
@@ -43,8 +44,10 @@ from .errors import (
 __all__ = [
     "Agent",
     "Call",
+    "Document",
     "Event",
     "Handler",
+    "Image",
     "Layer",
     "MaxStepsExceeded",
     "Message",
@@ -59,6 +62,7 @@ __all__ = [
     "OnionError",
     "OutputSchema",
     "OutputValidationError",
+    "Part",
     "PendingCall",
     "Role",
     "Run",

@@ -571,7 +571,10 @@ class Agent(Generic[OutputT]):
                 if not isinstance(result, ToolResult):
                     raise bad_result(chains.stack, "tools", results, expected_count=len(calls))
                 paused = paused or call.pause_reason is not None
-                answers.append(Message.tool(call.id, valid_text(result.content), result.is_error))
+                content = result.content
+                answers.append(
+                    Message.tool(call.id, valid_text(content) if type(content) is str else content, result.is_error)
+                )
             if settled is not None:
                 answers = _in_call_order(response, answers, settled)
         except BaseException as error:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal
 
 from typing_extensions import TypeVar
 
+from ._content import Part, content_text
 from ._copies import own_copy
 from ._messages import Message, ToolRequest, Usage
 from ._output import OutputSchema, output_schema
@@ -340,16 +341,27 @@ class ModelResponse:
 
 
 class ToolResult:
-    """The answer to one tool call. `content` is the text the model will read."""
+    """The answer to one tool call. `content` is what the model will read.
+
+    `content` is text, or a list of parts (`str`, `Image`, `Document`) when
+    the tool returned an image or a document.
+    """
 
     __slots__ = ("call_id", "content", "is_error", "value")
 
-    def __init__(self, content: str = "", *, is_error: bool = False, call_id: str = "", value: Any = None) -> None:
+    def __init__(
+        self, content: str | list[Part] = "", *, is_error: bool = False, call_id: str = "", value: Any = None
+    ) -> None:
         self.content = content
         self.is_error = is_error
         self.call_id = call_id
         self.value = value
         """What the tool returned, before it was turned into text."""
+
+    @property
+    def text(self) -> str:
+        """`content` as text: itself, or its text parts with images and documents described (for logs)."""
+        return content_text(self.content)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ToolResult) and (self.content, self.is_error, self.call_id) == (

@@ -21,7 +21,7 @@ def own_copy(mapping: dict[str, Any]) -> dict[str, Any]:
 
 
 def own_message(message: Message) -> Message:
-    """A copy of `message` whose tool calls, their arguments and `meta` are copies too."""
+    """A copy of `message` whose tool calls, their arguments, `meta` and `content` list are copies too."""
     return Message(
         message.role,
         message.text,
@@ -29,6 +29,7 @@ def own_message(message: Message) -> Message:
         message.tool_call_id,
         message.is_error,
         None if message.meta is None else own_copy(message.meta),
+        None if message.content is None else list(message.content),
     )
 
 

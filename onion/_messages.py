@@ -6,6 +6,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._content import MEDIA, Part, as_parts, joined_text, part_dict, part_from, valid_text_parts
+
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -36,10 +38,33 @@ class Message:
     is_error: bool = False
     meta: dict[str, Any] | None = None
     """Provider-specific extras that must survive a round trip (e.g. thinking blocks)."""
+    content: list[Part] | None = None
+    """The parts (text, `Image`, `Document`) of a message that holds more than text; None for text only.
+
+    `text` is then its text parts joined with a line break. Build such a
+    message with `Message.user(text, image)` or `Message.tool(call_id, parts)`.
+    """
+
+    @property
+    def parts(self) -> list[Part]:
+        """The message's content as parts: `content`, or its text as the one part."""
+        if self.content is not None:
+            return list(self.content)
+        return [self.text] if self.text else []
 
     @classmethod
-    def user(cls, text: str) -> Message:
-        return cls("user", text)
+    def user(cls, *parts: Part) -> Message:
+        """A user message of text and `Image` / `Document` parts: `Message.user("what is this?", image)`."""
+        if len(parts) == 1 and isinstance(parts[0], str):
+            return cls("user", parts[0])
+        return cls.of_parts("user", as_parts(parts, "Message.user"))
+
+    @classmethod
+    def of_parts(cls, role: Role, parts: list[Part]) -> Message:
+        """A message with `parts`; text only (no `content`) when every part is a str."""
+        if not any(isinstance(part, MEDIA) for part in parts):
+            return cls(role, joined_text(parts))
+        return cls(role, joined_text(parts), content=parts)
 
     @classmethod
     def system(cls, text: str) -> Message:
@@ -50,8 +75,14 @@ class Message:
         return cls("assistant", text, tool_calls if tool_calls is not None else [])
 
     @classmethod
-    def tool(cls, call_id: str, text: str, is_error: bool = False) -> Message:
-        return cls("tool", text, [], call_id, is_error)
+    def tool(cls, call_id: str, text: str | list[Part], is_error: bool = False) -> Message:
+        """A tool result: text, or a list of parts (a tool that returned an image)."""
+        if isinstance(text, str):
+            return cls("tool", text, [], call_id, is_error)
+        parts = valid_text_parts(as_parts(text, f"the result of tool call {call_id}"))
+        message = cls.of_parts("tool", parts)
+        message.tool_call_id, message.is_error = call_id, is_error
+        return message
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain JSON-able data; `Message.from_dict` reads it back.
@@ -68,6 +99,8 @@ class Message:
             data["is_error"] = True
         if self.meta is not None:
             data["meta"] = copy.deepcopy(self.meta)
+        if self.content is not None:
+            data["content"] = [part_dict(part) for part in self.content]
         return data
 
     @classmethod
@@ -81,6 +114,7 @@ class Message:
         text = _typed(data, "text", str, "")
         calls = _typed(data, "tool_calls", list, [])
         meta = _typed(data, "meta", dict, None)
+        content = _typed(data, "content", list, None)
         return cls(
             role,
             text,
@@ -88,6 +122,7 @@ class Message:
             _typed(data, "tool_call_id", str, None),
             _typed(data, "is_error", bool, False),
             copy.deepcopy(meta),
+            None if content is None else [part_from(item) for item in content],
         )
 
 
@@ -130,13 +165,15 @@ class Usage:
 
     `input_tokens` counts every input token, cached ones included;
     `cached_input_tokens` says how many of them were read from the
-    provider's prompt cache.
+    provider's prompt cache, `cache_write_tokens` how many were written to it.
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     requests: int = 0
     cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+    """Input tokens written to the provider's prompt cache (Anthropic reports them; 0 when unknown)."""
 
     @property
     def total_tokens(self) -> int:
@@ -148,6 +185,7 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.requests + other.requests,
             self.cached_input_tokens + other.cached_input_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
     def to_dict(self) -> dict[str, int]:
@@ -157,6 +195,7 @@ class Usage:
             "output_tokens": self.output_tokens,
             "requests": self.requests,
             "cached_input_tokens": self.cached_input_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
         }
 
     def add(self, other: Usage) -> None:
@@ -165,3 +204,4 @@ class Usage:
         self.output_tokens += other.output_tokens
         self.requests += other.requests
         self.cached_input_tokens += other.cached_input_tokens
+        self.cache_write_tokens += other.cache_write_tokens

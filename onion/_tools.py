@@ -14,6 +14,7 @@ import pydantic
 import pydantic_core
 
 from ._calls import ToolCall
+from ._content import MEDIA, Part
 from ._threads import ToolThreads, default_tool_threads
 from .errors import ToolAborted, ToolArgumentsError
 
@@ -140,12 +141,20 @@ def as_tool(item: Tool | Callable[..., Any]) -> Tool:
     return item if isinstance(item, Tool) else Tool(item)
 
 
-def render(value: Any) -> str:
-    """The text the model reads for a tool's return value (valid UTF-8: see `valid_text`)."""
+def render(value: Any) -> str | list[Part]:
+    """What the model reads for a tool's return value (valid UTF-8: see `valid_text`).
+
+    An `Image` or `Document`, or a list holding one, is kept as parts (text
+    parts of the list as they are, other items rendered as text).
+    """
     if isinstance(value, str):
         return valid_text(value)
     if value is None:
         return ""
+    if isinstance(value, MEDIA):
+        return [value]
+    if isinstance(value, list) and any(isinstance(item, MEDIA) for item in value):
+        return [item if isinstance(item, MEDIA) else str(render(item)) for item in value]
     try:
         return pydantic_core.to_json(value).decode()
     except pydantic_core.PydanticSerializationError:

@@ -23,6 +23,7 @@ __all__ = [
     "OverloadedError",
     "RateLimitedError",
     "ResponseFormatError",
+    "UnsupportedContent",
     "RunBusy",
     "RunNotFound",
     "StoreUnavailable",
@@ -110,6 +111,10 @@ class ConnectionLostError(ModelError):
 
 class BadRequestError(ModelError):
     """The provider rejected the request as malformed (HTTP 400, 404, 422)."""
+
+
+class UnsupportedContent(BadRequestError):
+    """A message part the provider's API cannot carry (raised before the request; names the message and part)."""
 
 
 class ContextTooLongError(BadRequestError):

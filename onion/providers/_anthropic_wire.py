@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._calls import ModelCall, ModelResponse
+from .._content import Image, Part, b64
 from .._events import TextDelta, ToolCallStarted
 from .._messages import Message, ToolRequest, Usage
 from ..errors import ResponseFormatError
@@ -71,10 +72,12 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
             {
                 "type": "tool_result",
                 "tool_use_id": message.tool_call_id,
-                "content": message.text,
+                "content": message.text if message.content is None else [_part(p) for p in message.content],
                 "is_error": message.is_error,
             }
         ]
+    if message.content is not None:
+        return [_part(part) for part in message.content if part]
     blocks: list[dict[str, Any]] = []
     if message.role == "assistant" and message.meta and THINKING in message.meta:
         blocks.extend(dict(block) for block in message.meta[THINKING])
@@ -83,6 +86,16 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
     for request in message.tool_calls:
         blocks.append({"type": "tool_use", "id": request.id, "name": request.name, "input": request.args})
     return blocks
+
+
+def _part(part: Part) -> dict[str, Any]:
+    """A content block for a message part: text, or an image / document given as base64 or a URL."""
+    if isinstance(part, str):
+        return {"type": "text", "text": part}
+    kind = "image" if isinstance(part, Image) else "document"
+    if part.data is None:
+        return {"type": kind, "source": {"type": "url", "url": part.url}}
+    return {"type": kind, "source": {"type": "base64", "media_type": part.media_type, "data": b64(part.data)}}
 
 
 def read_usage(usage: Any) -> Usage:
@@ -94,6 +107,7 @@ def read_usage(usage: Any) -> Usage:
         output_tokens=usage.output_tokens or 0,
         requests=1,
         cached_input_tokens=read,
+        cache_write_tokens=written,
     )
 
 
@@ -212,11 +226,13 @@ class AnthropicStreamReader:
         if thinking:
             reply.meta = {THINKING: thinking}
         read = self._usage.get("cache_read_input_tokens", 0)
+        written = self._usage.get("cache_creation_input_tokens", 0)
         usage = Usage(
-            input_tokens=self._usage.get("input_tokens", 0) + read + self._usage.get("cache_creation_input_tokens", 0),
+            input_tokens=self._usage.get("input_tokens", 0) + read + written,
             output_tokens=self._usage.get("output_tokens", 0),
             requests=1,
             cached_input_tokens=read,
+            cache_write_tokens=written,
         )
         stop = self._stop_reason
         return ModelResponse(reply, usage, STOP_REASONS.get(stop or "", stop), model=self._model)

@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from .._calls import ModelCall, ModelResponse
+from .._content import Image, Part, data_url
 from .._events import TextDelta, ToolCallStarted
 from .._messages import Message, Usage
-from ..errors import ResponseFormatError
+from ..errors import ResponseFormatError, UnsupportedContent
 from ._tool_arguments import arguments_json, tool_request, tool_result_text
 
 STOP_REASONS = {"stop": "end", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens"}
@@ -27,7 +28,7 @@ def request_params(call: ModelCall, model: str, system_role: str) -> dict[str, A
     A `max_tokens` setting is sent as `max_completion_tokens` (which every
     current model accepts); other settings pass through verbatim.
     """
-    params: dict[str, Any] = {"model": model, "messages": [_message(m, system_role) for m in call.messages]}
+    params: dict[str, Any] = {"model": model, "messages": to_wire_messages(call.messages, system_role)}
     if call.tools:
         params["tools"] = [
             {
@@ -43,15 +44,51 @@ def request_params(call: ModelCall, model: str, system_role: str) -> dict[str, A
     return params
 
 
-def _message(message: Message, system_role: str) -> dict[str, Any]:
+def to_wire_messages(messages: list[Message], system_role: str) -> list[dict[str, Any]]:
+    """The `messages` list. Images and documents a tool returned (a tool message carries text only)
+    follow the batch's tool messages in one user message, as OpenAI advises."""
+    wire: list[dict[str, Any]] = []
+    returned: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        if returned and message.role != "tool":
+            wire.append({"role": "user", "content": returned})
+            returned = []
+        if message.content is not None and message.role == "tool":
+            returned.append({"type": "text", "text": f"Returned by tool call {message.tool_call_id}:"})
+            returned.extend(_part(part, index) for part in message.content if not isinstance(part, str))
+        wire.append(_message(message, system_role, index))
+    if returned:
+        wire.append({"role": "user", "content": returned})
+    return wire
+
+
+def _part(part: Part, index: int) -> dict[str, Any]:
+    """A content part: text, `image_url` (a URL or a data URL), or a PDF as `file` data."""
+    if isinstance(part, str):
+        return {"type": "text", "text": part}
+    if isinstance(part, Image):
+        return {"type": "image_url", "image_url": {"url": data_url(part)}}
+    if part.data is None:
+        raise UnsupportedContent(
+            f"message {index}: OpenAI Chat takes a document as data, not a URL ({part.url}); "
+            "pass Document(data=pdf_bytes)",
+            provider="openai",
+        )
+    return {"type": "file", "file": {"filename": "document.pdf", "file_data": data_url(part)}}
+
+
+def _message(message: Message, system_role: str, index: int) -> dict[str, Any]:
     if message.role == "system":
         return {"role": system_role, "content": message.text}
     if message.role == "tool":
+        text = message.text if message.content is None or message.text else "(see the next message)"
         return {
             "role": "tool",
             "tool_call_id": message.tool_call_id,
-            "content": tool_result_text(message.text, message.is_error),
+            "content": tool_result_text(text, message.is_error),
         }
+    if message.content is not None and message.role == "user":
+        return {"role": "user", "content": [_part(part, index) for part in message.content if part]}
     if message.role == "assistant" and message.tool_calls:
         calls = [
             {"id": r.id, "type": "function", "function": {"name": r.name, "arguments": arguments_json(r)}}

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._calls import ModelCall, ModelResponse
+from .._content import Image, Part, data_url
 from .._events import TextDelta, ToolCallStarted
 from .._messages import Message, ToolRequest, Usage
 from ..errors import ResponseFormatError
@@ -37,7 +38,10 @@ def request_params(call: ModelCall, model: str) -> dict[str, Any]:
     leading = 0
     while leading < len(messages) and messages[leading].role == "system":
         leading += 1
-    params: dict[str, Any] = {"model": model, "input": [item for m in messages[leading:] for item in _items(m)]}
+    params: dict[str, Any] = {
+        "model": model,
+        "input": [item for message in messages[leading:] for item in _items(message)],
+    }
     instructions = "\n\n".join(m.text for m in messages[:leading] if m.text)
     if instructions:
         params["instructions"] = instructions
@@ -61,9 +65,15 @@ def request_params(call: ModelCall, model: str) -> dict[str, Any]:
 
 def _items(message: Message) -> list[dict[str, Any]]:
     if message.role == "tool":
-        output = tool_result_text(message.text, message.is_error)
+        output: Any = tool_result_text(message.text, message.is_error)
+        if message.content is not None:
+            output = [_part(part) for part in message.content if part]
+            if message.is_error:
+                output.insert(0, {"type": "input_text", "text": "Error:"})
         return [{"type": "function_call_output", "call_id": message.tool_call_id, "output": output}]
     if message.role != "assistant":
+        if message.content is not None:
+            return [{"role": message.role, "content": [_part(part) for part in message.content if part]}]
         return [{"role": message.role, "content": message.text}]
     items: list[dict[str, Any]] = [dict(item) for item in (message.meta or {}).get(REASONING, ())]
     if message.text:
@@ -73,6 +83,17 @@ def _items(message: Message) -> list[dict[str, Any]]:
         for r in message.tool_calls
     )
     return items
+
+
+def _part(part: Part) -> dict[str, Any]:
+    """An input content part: `input_text`, `input_image` (a URL or a data URL), or a PDF as `input_file`."""
+    if isinstance(part, str):
+        return {"type": "input_text", "text": part}
+    if isinstance(part, Image):
+        return {"type": "input_image", "image_url": data_url(part), "detail": "auto"}
+    if part.data is None:
+        return {"type": "input_file", "file_url": part.url}
+    return {"type": "input_file", "filename": "document.pdf", "file_data": data_url(part)}
 
 
 def _field(item: Any, name: str) -> Any:

@@ -64,8 +64,8 @@ _ANTHROPIC_STOP = {"end": "end_turn"}
 def _anthropic_usage(response: ModelResponse) -> dict[str, int]:
     usage = response.usage
     return {
-        "input_tokens": usage.input_tokens - usage.cached_input_tokens,
-        "cache_creation_input_tokens": 0,
+        "input_tokens": usage.input_tokens - usage.cached_input_tokens - usage.cache_write_tokens,
+        "cache_creation_input_tokens": usage.cache_write_tokens,
         "cache_read_input_tokens": usage.cached_input_tokens,
         "output_tokens": usage.output_tokens,
     }
@@ -106,7 +106,7 @@ def anthropic_request_problem(request: dict[str, Any]) -> str | None:
         if any(block.get("type") == "tool_use" for block in content):
             last_tool_turn = (index, content)
     thinking = request.get("thinking")
-    if last_tool_turn is not None and isinstance(thinking, dict) and thinking.get("type") == "enabled":
+    if last_tool_turn is not None and isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"):
         index, content = last_tool_turn
         first = content[0].get("type") if content else None
         if first not in ("thinking", "redacted_thinking"):

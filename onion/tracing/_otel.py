@@ -205,7 +205,7 @@ class OpenTelemetry:
             if span.ctx.pause_reason is not None:
                 found["onion.tool.paused"] = True
             if self.content:
-                found["gen_ai.tool.call.result"] = self._scrubbed(result.content)
+                found["gen_ai.tool.call.result"] = self._scrubbed(result.text)
             return found
         return {}
 

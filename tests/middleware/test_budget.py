@@ -114,3 +114,15 @@ async def test_a_response_a_layer_inside_makes_itself_is_charged_once() -> None:
     result = await Agent(ScriptedModel([]), middleware=[budget(max_cost=1.0), answer_myself]).run("hi")
     assert result.state["cost"] == pytest.approx(0.15)
     assert result.usage == Usage(1_000_000, 0, 1)
+
+
+async def test_cache_reads_and_writes_are_priced_at_the_models_cache_rates() -> None:
+    """Claude: reads at a tenth of the input price, writes at 1.25 times; a 4-tuple price sets both rates."""
+    usage = Usage(input_tokens=3_000_000, output_tokens=0, requests=1, cached_input_tokens=1_000_000)
+    usage.cache_write_tokens = 1_000_000
+    claude = [response("x", usage, model="claude-sonnet-4-5")]
+    result = await Agent(ScriptedModel(claude)).use(budget(max_cost=100)).run("hi")
+    assert result.state["cost"] == pytest.approx(3.0 + 0.3 + 3.75)
+    custom = budget(max_cost=100, prices={"my-model": (1.0, 2.0, 0.5, 4.0)})
+    assert custom.cost("my-model", usage) == pytest.approx(1.0 + 0.5 + 4.0)
+    assert budget(max_cost=1).cost("gpt-4o", Usage(2_000_000, 0, 1, 1_000_000)) == pytest.approx(2.5 + 1.25)

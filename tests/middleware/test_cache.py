@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 from pathlib import Path
@@ -11,9 +12,23 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from middleware import _cache_entries as cache_entries
 from middleware import cache, redact, retry
 from middleware.cache import MemoryStore, SQLiteStore, decode_response, encode_response, request_key
-from onion import Agent, Handler, Message, ModelCall, ModelResponse, Run, Tool, ToolCall, ToolRequest, Usage, tool
+from onion import (
+    Agent,
+    Handler,
+    Image,
+    Message,
+    ModelCall,
+    ModelResponse,
+    Run,
+    Tool,
+    ToolCall,
+    ToolRequest,
+    Usage,
+    tool,
+)
 from onion.errors import ServerError
 from onion.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
 from onion.testing import FakeProviderServer, FakeTime, FunctionModel, ScriptedModel, call
@@ -480,3 +495,24 @@ async def test_with_redact_outside_nothing_secret_or_personal_reaches_the_cache_
     for secret in secrets:
         for form in {secret, secret.replace(" ", ""), json.dumps(secret)[1:-1]}:
             assert form.encode() not in stored
+
+
+async def test_a_message_with_an_image_is_served_from_the_cache_and_its_key_hashes_the_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same image hits; another image misses; the key's input holds the bytes' SHA-256, not the bytes."""
+    model = counting_model()
+    agent = Agent(model).use(cache)
+    png = b"\x89PNG" + b"\x01" * 4096
+    first = await agent.run(Message.user("what?", Image(data=png, media_type="image/png")))
+    again = await agent.run(Message.user("what?", Image(data=png, media_type="image/png")))
+    other = await agent.run(Message.user("what?", Image(data=png + b"\x02", media_type="image/png")))
+    assert (first.usage.requests, again.usage.requests, other.usage.requests) == (1, 0, 1)
+    assert len(model.requests) == 2
+    assert again.messages[0].parts == first.messages[0].parts
+    hashed: list[str] = []
+    canonical = cache_entries._canonical
+    monkeypatch.setattr(cache_entries, "_canonical", lambda value: hashed.append(canonical(value)) or canonical(value))
+    request_key(model.requests[0])
+    assert hashlib.sha256(png).hexdigest() in hashed[0]
+    assert len(hashed[0]) < 1000

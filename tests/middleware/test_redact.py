@@ -17,6 +17,7 @@ from middleware.redact import RedactedStream, luhn_valid
 from onion import (
     Agent,
     Handler,
+    Image,
     Message,
     ModelCall,
     Run,
@@ -330,3 +331,14 @@ async def test_a_stream_reset_drops_the_text_held_back_so_a_half_card_number_nev
     reset = max(i for i, event in enumerate(events) if isinstance(event, StreamReset))
     after = "".join(event.text for event in events[reset:] if isinstance(event, TextDelta))
     assert after == "your card [REDACTED] is on file"
+
+
+async def test_text_parts_of_a_message_with_an_image_are_redacted_and_the_bytes_left_untouched() -> None:
+    """What is sent has each text part redacted and the very same image; the history keeps the original."""
+    model = ScriptedModel(["ok"])
+    image = Image(data=b"\x89PNG bob@corp.io", media_type="image/png")
+    result = await Agent(model).use(redact).run(Message.user("from bob@corp.io", image, "card " + CARD))
+    assert model.requests[0].messages[0].parts == ["from [REDACTED]", image, "card [REDACTED]"]
+    assert model.requests[0].messages[0].text == "from [REDACTED]\ncard [REDACTED]"
+    assert model.requests[0].messages[0].parts[1].data == b"\x89PNG bob@corp.io"  # type: ignore[union-attr]
+    assert result.messages[0].parts[0] == "from bob@corp.io"

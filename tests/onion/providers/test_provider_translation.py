@@ -115,7 +115,9 @@ def test_anthropic_thinking_blocks_and_cache_usage_round_trip() -> None:
     assert response.text == "Let me check."
     assert response.tool_calls == [ToolRequest(id="toolu_1", name="add", args={"a": 1, "b": 2})]
     assert response.stop_reason == "tool_use"
-    assert response.usage == Usage(input_tokens=125, output_tokens=9, requests=1, cached_input_tokens=100)
+    assert response.usage == Usage(
+        input_tokens=125, output_tokens=9, requests=1, cached_input_tokens=100, cache_write_tokens=20
+    )
     history = [Message.user("q"), response.message, Message.tool("toolu_1", "3")]
     sent = _anthropic_wire.request_params(model_call(history), "c", 10)["messages"][1]["content"]
     assert sent[0] == {"type": "thinking", "thinking": "1+2 is 3", "signature": "sig"}
