@@ -13,6 +13,7 @@ from .fallback import fallback
 from .guard import guard
 from .limit import limit
 from .log import log
+from .pseudonymize import pseudonymize
 from .rate_limit import rate_limit
 from .redact import redact
 from .reflect import reflect
@@ -31,6 +32,7 @@ __all__ = [
     "guard",
     "limit",
     "log",
+    "pseudonymize",
     "rate_limit",
     "redact",
     "reflect",

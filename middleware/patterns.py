@@ -74,6 +74,18 @@ CARD_NUMBER = re.compile(r"[0-9](?<![0-9-][0-9])(?:[ \-.\u00a0\u2007\u202f]?[0-9
 `scrub` replaces only those passing `luhn_valid`.
 """
 
+PHONE = re.compile(
+    r"(?<![\w+])\+[1-9][0-9]{0,2}(?:[ .\-]?\(?[0-9]{1,4}\)?){2,5}(?![\w-])"
+    r"|(?<![\w(])(?:\([0-9]{3}\) ?|[0-9]{3}[.\-])[0-9]{3}[.\-][0-9]{4}(?![\w-])"
+)
+"""A phone number: international (`+44 20 7946 0958`) or North American (`(555) 123-4567`, `555-123-4567`).
+
+`phone_valid` keeps those with 7 to 15 digits; dates and plain numbers do not match.
+"""
+
+IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])")
+"""An IBAN, grouped by fours or not (`DE89 3704 0044 0532 0130 00`); `iban_valid` checks its checksum."""
+
 SECRETS: tuple[re.Pattern[str], ...] = (PRIVATE_KEY, SECRET_ASSIGNMENT, API_KEY, BEARER)
 """Every credential pattern, in the order `scrub` applies them."""
 
@@ -203,6 +215,20 @@ def open_match_start(text: str) -> int:
     return start
 
 
+def phone_valid(candidate: str) -> bool:
+    """True when `candidate` holds 7 to 15 digits, as phone numbers do (ITU E.164)."""
+    return 7 <= sum(c.isdigit() for c in candidate) <= 15
+
+
+def iban_valid(candidate: str) -> bool:
+    """True when `candidate` (spaces allowed) passes the IBAN mod-97 checksum."""
+    compact = candidate.replace(" ", "")
+    if not 15 <= len(compact) <= 34:
+        return False
+    digits = "".join(str(int(c, 36)) for c in compact[4:] + compact[:4])
+    return int(digits) % 97 == 1
+
+
 def luhn_valid(candidate: str) -> bool:
     """True when the digits of `candidate` pass the Luhn checksum of card numbers."""
     digits = [int(c) for c in candidate if c.isdigit()]
@@ -224,14 +250,18 @@ __all__ = [
     "BUILTIN",
     "CARD_NUMBER",
     "EMAIL",
+    "IBAN",
     "PERSONAL",
+    "PHONE",
     "PRIVATE_KEY",
     "REDACTED",
     "SECRETS",
     "SECRET_ASSIGNMENT",
     "SECRET_NAME",
+    "iban_valid",
     "luhn_valid",
     "open_match_start",
+    "phone_valid",
     "scrub",
     "scrub_value",
 ]

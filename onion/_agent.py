@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, overload
@@ -423,6 +424,7 @@ class Agent(Generic[OutputT]):
         run = Run(self, state.input, list(state.messages), plain_state(state.state), output_type)
         run.id = state.run_id
         run.steps = state.steps
+        run.private = json.loads(json.dumps(state.private))
         run.usage.add(state.usage)
         run._injected.extend(state.injected)
         run._resumed = state

@@ -60,6 +60,7 @@ class Run(Call):
         "journal",
         "messages",
         "output_type",
+        "private",
         "state",
         "steps",
         "usage",
@@ -79,6 +80,8 @@ class Run(Call):
         self.input = input
         self.messages = messages
         self.state: dict[str, Any] = {} if state is None else state
+        self.private: dict[str, Any] = {}
+        """Layers' own JSON data for this run: kept in a paused run's `RunState` (`private`), never in `run.state`."""
         self.usage = Usage()
         self.id = f"run-{_PROCESS}-{next(_run_ids)}"
         self.steps = 0

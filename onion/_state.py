@@ -16,7 +16,7 @@ from ._messages import Message, Usage
 from .errors import RunStateError, ToolArgumentsError
 
 if TYPE_CHECKING:
-    from ._calls import RunResult
+    from ._calls import Run, RunResult
     from ._tools import Tool
 
 VERSION = 1
@@ -61,6 +61,9 @@ class RunState:
     `injected` the messages queued for the next safe point. `steps`, `usage`,
     `state` (the run's `run.state`, as JSON data), `agent` (its name),
     `run_id`, `input` and, for a completed run, `output` complete it.
+    `private` holds what layers keep for the run (`run.private`, e.g.
+    `pseudonymize`'s placeholders): apart from `state`, so `RunResult.state`
+    never shows it.
     """
 
     __slots__ = (
@@ -71,6 +74,7 @@ class RunState:
         "messages",
         "output",
         "pending",
+        "private",
         "run_id",
         "state",
         "status",
@@ -93,6 +97,7 @@ class RunState:
         usage: Usage | None = None,
         state: dict[str, Any] | None = None,
         output: str = "",
+        private: dict[str, Any] | None = None,
     ) -> None:
         self.run_id = run_id
         self.agent = agent
@@ -106,6 +111,7 @@ class RunState:
         self.usage = usage if usage is not None else Usage()
         self.state = state if state is not None else {}
         self.output = output
+        self.private = private if private is not None else {}
 
     @property
     def paused(self) -> bool:
@@ -159,6 +165,7 @@ class RunState:
             "usage": self.usage.to_dict(),
             "state": self.state,
             "output": self.output,
+            "private": self.private,
         }
 
     def to_json(self) -> str:
@@ -214,6 +221,7 @@ class RunState:
                 usage=Usage(**{key: int(value) for key, value in _field(data, "usage", dict).items()}),
                 state=_field(data, "state", dict),
                 output=_field(data, "output", str),
+                private=_field(data, "private", dict) if "private" in data else {},
             )
         except (ValueError, TypeError) as error:
             raise RunStateError(f"the run state is damaged: {error}; pass what RunState.to_json() wrote") from None
@@ -239,7 +247,21 @@ def capture(result: RunResult[Any]) -> RunState:
         usage=result.usage + Usage(),
         state=plain_state(result.state),
         output=_output_text(result),
+        private=_private(run),
     )
+
+
+def _private(run: Run | None) -> dict[str, Any]:
+    """A JSON copy of `run.private`; `RunStateError` names the first key whose value is not JSON data."""
+    if run is None or not run.private:
+        return {}
+    try:
+        copied: dict[str, Any] = json.loads(json.dumps(run.private))
+    except (TypeError, ValueError) as error:
+        raise RunStateError(
+            f"run.private of run {run.id} is not JSON data ({error}): layers keep plain data there"
+        ) from None
+    return copied
 
 
 def _output_text(result: RunResult[Any]) -> str:
