@@ -139,6 +139,11 @@ class ProviderModel(ABC):
         if self.output_mode == "native" and self._takes_natively(schema):
             self._add_native_output(params, schema)
             return params, False
+        if any(tool.name == ANSWER_TOOL for tool in call.tools):
+            raise ValueError(
+                f"{self!r}: a tool named {ANSWER_TOOL!r} clashes with the tool that carries the output schema "
+                f"of {schema.name} (output_mode={self.output_mode!r}); rename your tool (@tool(name=...))"
+            )
         answer = self._tool_param(ANSWER_TOOL, ANSWER_TOOL_DESCRIPTION, schema.schema)
         params["tools"] = [*params.get("tools", ()), answer]
         return params, True

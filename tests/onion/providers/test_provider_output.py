@@ -203,3 +203,17 @@ def test_a_malformed_format_field_is_refused_as_the_api_would() -> None:
     strict = {"type": "json_schema", "name": "A", "schema": closed, "strict": True}
     assert "'required' must list every key" in str(format_problem("responses", {"text": {"format": strict}}))
     assert format_problem("responses", {"text": {"format": {**strict, "strict": False}}}) is None
+
+
+async def test_a_tool_of_yours_named_final_answer_is_refused_when_the_answer_tool_is_needed(
+    server: FakeProviderServer, make_model: Any
+) -> None:
+    @tool
+    def final_answer(text: str) -> str:
+        """Mine."""
+        return text
+
+    agent = Agent(make_model("openai", output_mode="tool"), tools=[final_answer], output_type=City)
+    with pytest.raises(ValueError, match="'final_answer' clashes with the tool that carries the output schema"):
+        await agent.run("q")
+    assert server.requests == []
