@@ -20,6 +20,7 @@ from .reflect import reflect
 from .retry import retry
 from .timeout import timeout
 from .tools_filter import allow_tools, deny_tools
+from .tripwire import tripwire
 
 __all__ = [
     "allow_tools",
@@ -38,4 +39,5 @@ __all__ = [
     "reflect",
     "retry",
     "timeout",
+    "tripwire",
 ]

@@ -44,7 +44,11 @@ class StreamError:
 
 @dataclass(frozen=True, slots=True)
 class Delay:
-    """Wait `seconds`, then answer with `then` (for client timeouts). `close()` cuts the wait short."""
+    """Wait `seconds`, then answer with `then` (for client timeouts). `close()` cuts the wait short.
+
+    A client that closes the connection meanwhile (a cancelled call) ends the
+    wait too; its request is then listed in `FakeProviderServer.abandoned`.
+    """
 
     seconds: float
     then: ServerItem = "done"

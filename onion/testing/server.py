@@ -28,6 +28,7 @@ import selectors
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -117,6 +118,8 @@ class FakeProviderServer:
     ) -> None:
         self.requests: list[RecordedRequest] = []
         """Every request received, in arrival order."""
+        self.abandoned: list[RecordedRequest] = []
+        """Requests whose client closed the connection while a `Delay` held the answer back."""
         self.chunk_size = chunk_size
         self.respond = respond
         self._script: list[ServerItem] = list(script)
@@ -245,6 +248,7 @@ class _HTTPServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _HTTPServer
+    _recorded: RecordedRequest
 
     def setup(self) -> None:
         super().setup()
@@ -278,7 +282,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = raw.decode("utf-8", "replace")
         path = self.path.split("?", 1)[0]
         headers = {name.lower(): value for name, value in self.headers.items()}
-        recorded = RecordedRequest("POST", path, headers, body)
+        recorded = self._recorded = RecordedRequest("POST", path, headers, body)
         api = _APIS.get(path)
         problem = anthropic_request_problem(body) if api == "anthropic" and isinstance(body, dict) else None
         problem = problem or format_problem(api, body)
@@ -315,7 +319,7 @@ class _Handler(BaseHTTPRequestHandler):
         streamed = bool(request.get("stream"))
         model = str(request.get("model", "fake-model"))
         if isinstance(item, Delay):
-            if fake._stopping.wait(item.seconds):
+            if self._wait_or_leave(item.seconds):
                 self.close_connection = True
                 return
             self._answer(api, item.then, request)
@@ -359,6 +363,27 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_truncated(api, to_response(item.partial_text, model), request)
         else:
             self._answer_bytes(api, to_response(item, model), request)
+
+    def _wait_or_leave(self, seconds: float) -> bool:
+        """Wait `seconds`; True (and the request noted in `abandoned`) if the client hung up, True on `close()`."""
+        fake = self.server.fake
+        deadline = time.monotonic() + seconds
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.connection, selectors.EVENT_READ)
+            while (left := deadline - time.monotonic()) > 0:
+                if fake._stopping.is_set():
+                    return True
+                if selector.select(min(left, 0.01)) and self._client_left():
+                    with fake._lock:
+                        fake.abandoned.append(self._recorded)
+                    return True
+        return fake._stopping.is_set()
+
+    def _client_left(self) -> bool:
+        try:
+            return not self.connection.recv(1, socket.MSG_PEEK)
+        except OSError:
+            return True
 
     def _answer_bytes(
         self,

@@ -1,0 +1,101 @@
+"""`tripwire`: a check on the run's input, run alongside its first model call, that can stop the run."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import weakref
+from collections.abc import Awaitable, Callable
+
+from onion import Handler, Message, ModelCall, ModelResponse, OnionError, Run, Usage
+
+__all__ = ["TripwireTriggered", "tripwire"]
+
+Check = Callable[[Run], "bool | Awaitable[bool]"]
+
+
+class TripwireTriggered(OnionError):
+    """A `tripwire` check tripped: the run stopped before any tool ran.
+
+    `check` names the check; `messages` is the history (the first model
+    call's answer, if one came, is not in it); `usage` the run's usage so far.
+    """
+
+    retryable = False
+
+    def __init__(self, message: str, *, check: str, messages: list[Message], usage: Usage) -> None:
+        super().__init__(message)
+        self.check = check
+        self.messages = messages
+        self.usage = usage
+
+
+class tripwire:
+    """Run `check(run)` (true trips it) alongside the run's first model call.
+
+    An async check runs concurrently with the model call, so a passing check
+    costs no latency beyond the slower of the two. If it trips while the
+    model call is in flight, the call is cancelled (its HTTP request closed)
+    and `TripwireTriggered` raised. A model answer that arrives first waits
+    for the check, so no tool runs before it passed. A sync check runs before
+    the model call (keep it quick: a regex, a word list). An exception from
+    the check propagates and stops the run the same way (fail closed); a
+    failed model call waits for the check, then raises its own error.
+
+    Only the run's first model call is checked (`run.steps == 1`): a resumed
+    run is not checked again. A `retry` outside this layer reuses the check
+    already under way. Not usable bare: it needs a check.
+    """
+
+    __slots__ = ("_checks", "check", "name")
+
+    def __init__(self, check: Check | None = None, *, name: str | None = None) -> None:
+        if check is None or not callable(check):
+            raise TypeError(
+                "tripwire needs a check: tripwire(fn) with fn(run) -> bool (or an async function), "
+                f"true when the input must be stopped; got {check!r}"
+            )
+        self.check = check
+        self.name: str = name or str(getattr(check, "__name__", type(check).__name__))
+        self._checks: weakref.WeakKeyDictionary[Run, asyncio.Future[bool]] = weakref.WeakKeyDictionary()
+
+    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+        run = call.run
+        if run.steps != 1:
+            response: ModelResponse = await call_next(call)
+            return response
+        verdict = self._checks.get(run)
+        if verdict is None:
+            outcome = self.check(run)
+            if not inspect.isawaitable(outcome):
+                self._decide(run, outcome)
+                response = await call_next(call)
+                return response
+            verdict = self._checks[run] = asyncio.ensure_future(outcome)
+        if verdict.done():
+            self._decide(run, verdict.result())
+            response = await call_next(call)
+            return response
+        answer: asyncio.Task[ModelResponse] = asyncio.ensure_future(call_next(call))
+        try:
+            self._decide(run, await verdict)
+            return await answer
+        finally:
+            for pending in (answer, verdict):
+                if not pending.done():
+                    pending.cancel()
+            await asyncio.gather(answer, verdict, return_exceptions=True)
+
+    def _decide(self, run: Run, tripped: object) -> None:
+        if not isinstance(tripped, bool):
+            raise TypeError(f"tripwire({self.name}): the check must return a bool, got {tripped!r:.60}")
+        if tripped:
+            raise TripwireTriggered(
+                f"tripwire {self.name} tripped on the input of run {run.id}",
+                check=self.name,
+                messages=run.messages,
+                usage=run.usage,
+            )
+
+    def __repr__(self) -> str:
+        return f"tripwire({self.name})"
