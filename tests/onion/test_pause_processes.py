@@ -63,7 +63,8 @@ def test_a_run_paused_in_one_process_is_approved_rejected_and_edited_in_another(
 
     done = json.loads(worker("resume", server, tmp_path).stdout)
     assert done == {"status": "completed", "output": "tidied", "state": {"user": "ann"}}
-    assert effects.read_text().splitlines() == ["read a.txt", "delete b.txt", "delete d.tmp"]
+    lines = effects.read_text().splitlines()  # the approved and the edited call run in parallel: either order
+    assert lines[0] == "read a.txt" and sorted(lines[1:]) == ["delete b.txt", "delete d.tmp"]
     bodies = [request.body for request in server.requests]
     assert len(bodies) == 2
     for body in bodies:

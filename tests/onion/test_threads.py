@@ -102,7 +102,7 @@ async def test_threads_left_running_do_not_starve_other_sync_tools(gate: Gate) -
     hung = [call("charge_card", amount=i) for i in range(2)]
     model = ScriptedModel([hung, [call("instant")], "ok"])
     agent = Agent(model, tools=[charging(gate), instant], tool_threads=threads)
-    agent.use(timeout(per_tool={"charge_card": 0.05}))
+    agent.use(timeout(per_tool={"charge_card": 0.5}))
     result = await agent.run("go")
     assert result.messages[-2].text == "instant" and not result.messages[-2].is_error
     assert threads.left_running == 2
