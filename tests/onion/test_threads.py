@@ -51,7 +51,7 @@ def charging(gate: Gate) -> object:
 async def test_a_timed_out_sync_tool_is_not_retried_and_the_model_is_told_it_may_still_complete(gate: Gate) -> None:
     """retry(tools=True) around timeout(tools=...): one charge, and the model reads the truth, not "failed"."""
     model = ScriptedModel([[call("charge_card", amount=42)], "ok"])
-    agent = Agent(model, tools=[charging(gate)]).use(retry(tools=True, initial=0, jitter=0), timeout(tools=0.05))
+    agent = Agent(model, tools=[charging(gate)]).use(retry(tools=True, initial=0, jitter=0), timeout(tools=0.5))
     result = await agent.run("pay")
     assert gate.runs == 1
     answer = result.messages[-2]
@@ -73,7 +73,7 @@ async def test_a_call_left_running_is_never_started_again_by_a_hand_written_retr
         raise seen[-1]
 
     model = ScriptedModel([[call("charge_card", amount=42)], "ok"])
-    agent = Agent(model, tools=[charging(gate)]).use(stubborn, timeout(tools=0.05))
+    agent = Agent(model, tools=[charging(gate)]).use(stubborn, timeout(tools=0.5))
     result = await agent.run("pay")
     assert gate.runs == 1
     assert [type(error).__name__ for error in seen] == ["TimeoutExceeded", "ToolLeftRunning", "ToolLeftRunning"]
@@ -83,7 +83,7 @@ async def test_a_call_left_running_is_never_started_again_by_a_hand_written_retr
 def test_run_sync_returns_when_the_run_ends_without_waiting_for_a_thread_left_running(gate: Gate) -> None:
     """The run is over once the model answered; the tool's thread is still blocked when `run_sync` returns."""
     model = ScriptedModel([[call("charge_card", amount=42)], "ok"])
-    result = Agent(model, tools=[charging(gate)]).use(timeout(tools=0.05)).run_sync("pay")
+    result = Agent(model, tools=[charging(gate)]).use(timeout(tools=0.5)).run_sync("pay")
     assert result.output == "ok"
     assert gate.runs == 1 and not gate.finished.is_set()
     gate.opened.set()
@@ -131,7 +131,7 @@ async def test_a_sync_tool_can_see_that_its_call_was_cancelled() -> None:
         return "stopped"
 
     model = ScriptedModel([[call("crawl")], "ok"])
-    await Agent(model, tools=[crawl]).use(timeout(tools=0.05)).run("go")
+    await Agent(model, tools=[crawl]).use(timeout(tools=0.5)).run("go")
     assert await asyncio.to_thread(stopped.wait, 5)
 
 
