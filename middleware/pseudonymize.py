@@ -101,10 +101,12 @@ class pseudonymize:
     is held until whole). Placeholders the run never made are left as they
     are. The mapping lives in the layer while the run goes, and in the
     `RunState` of a paused run (`run.private`), never in `run.state`; a
-    `log`, `cache` or trace inside this layer sees only placeholders.
+    `log`, `cache` or trace inside this layer sees only placeholders. Each
+    message is scanned once per run (remembered by the layer); one edited in
+    place gets a fresh pass when its `text` or `tool_calls` is reassigned.
     """
 
-    __slots__ = ("_runs", "rules")
+    __slots__ = ("_memos", "_runs", "rules")
 
     def __init__(
         self, *patterns: str | re.Pattern[str], builtin: bool = True, **labelled: str | re.Pattern[str]
@@ -125,6 +127,8 @@ class pseudonymize:
         self.rules: tuple[Rule, ...] = tuple(rules)
         self._runs: dict[Run, Pseudonyms] = {}
         """The placeholders of each running run; kept out of `run.state`."""
+        self._memos: dict[Run, dict[int, tuple[Message, str, list[ToolRequest], Message]]] = {}
+        """Per running run, what each message sent so far became (the mapping only grows, so it stays right)."""
 
     def text(self, text: str, pseudonyms: Pseudonyms) -> str:
         """`text` with every value found replaced by its placeholder."""
@@ -158,12 +162,21 @@ class pseudonymize:
             )
             for call in message.tool_calls
         ]
-        if text == message.text and all(
-            (new.args, new.raw_args) == (old.args, old.raw_args)
-            for new, old in zip(calls, message.tool_calls, strict=True)
+        content = message.content
+        if content is not None:  # text parts replaced, images and documents kept
+            content = [self.text(part, pseudonyms) if isinstance(part, str) else part for part in content]
+            if content != message.content:
+                text = "\n".join(part for part in content if isinstance(part, str))
+        if (
+            content == message.content
+            and text == message.text
+            and all(
+                (new.args, new.raw_args) == (old.args, old.raw_args)
+                for new, old in zip(calls, message.tool_calls, strict=True)
+            )
         ):
             return message
-        return replace(message, text=text, tool_calls=calls)
+        return replace(message, text=text, tool_calls=calls, content=content)
 
     async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
         """Keeps the run's placeholders for its model calls (from its `RunState` when it resumes)."""
@@ -171,10 +184,12 @@ class pseudonymize:
             result: RunResult = await call_next(run)
             return result
         self._runs[run] = Pseudonyms(run.private.pop(_KEY, None))
+        self._memos[run] = {}
         try:
             result = await call_next(run)
         finally:
             pseudonyms = self._runs.pop(run)
+            del self._memos[run]
         if result.paused and pseudonyms.values:
             run.private[_KEY] = pseudonyms.values
         return result
@@ -184,9 +199,23 @@ class pseudonymize:
         pseudonyms = self._runs.get(call.run)
         if pseudonyms is None:
             raise RuntimeError("pseudonymize is a run and model layer: add it with agent.use(...), not to one chain")
+        memo = self._memos[call.run]
         messages = call.messages
         for index, message in enumerate(messages):
-            messages[index] = self.message(message, pseudonyms)
+            seen = memo.get(id(message))
+            if (
+                seen is None
+                or seen[0] is not message
+                or seen[1] is not message.text
+                or seen[2] is not message.tool_calls
+            ):
+                seen = memo[id(message)] = (
+                    message,
+                    message.text,
+                    message.tool_calls,
+                    self.message(message, pseudonyms),
+                )
+            messages[index] = seen[3]
         if call.run.emit is not None:
             with call.edit_stream(RestoredStream(pseudonyms)):
                 response: ModelResponse = await call_next(call)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from middleware import approve, pseudonymize
 from middleware.pseudonymize import Pseudonyms, RestoredStream
-from onion import Agent, Message, ModelResponse, RunFinished, RunState, StreamReset, TextDelta, ToolRequest, tool
+from onion import Agent, Image, Message, ModelResponse, RunFinished, RunState, StreamReset, TextDelta, ToolRequest, tool
 from onion.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
 from onion.testing import FakeProviderServer, ScriptedModel
 
@@ -113,8 +113,10 @@ def test_a_placeholder_split_anywhere_across_deltas_is_restored_whole(sizes: lis
         sent.extend(event.text for event in stream(TextDelta(text[start : start + size])))
         start += size
     sent.extend(event.text for event in stream.end())
-    assert "".join(sent) == pseudonyms.restore(text) == (
-        f"Mail {EMAIL}, call +44 20 7946 0958 <not a tag> or <EMAIL_9> x<"
+    assert (
+        "".join(sent)
+        == pseudonyms.restore(text)
+        == (f"Mail {EMAIL}, call +44 20 7946 0958 <not a tag> or <EMAIL_9> x<")
     )
     assert not any("<EMAIL_1" in piece or "<PHONE" in piece for piece in sent)
 
@@ -148,3 +150,12 @@ async def test_a_model_answer_without_placeholders_is_returned_as_it_is() -> Non
     response = ModelResponse(Message.assistant("nothing personal"))
     agent = Agent(ScriptedModel([response])).use(pseudonymize)
     assert (await agent.run("hi")).output == "nothing personal"
+
+
+async def test_the_text_parts_of_a_message_with_an_image_get_placeholders_and_the_image_is_kept() -> None:
+    """A user message of text and an `Image`: its text parts reach the model with placeholders, the image as is."""
+    image = Image(data=b"\x89PNG fake", media_type="image/png")
+    model = ScriptedModel(["That is <EMAIL_1>'s badge."])
+    result = await Agent(model).use(pseudonymize).run(Message.user(f"whose badge? {EMAIL}", image))
+    assert model.requests[0].messages[-1].parts == ["whose badge? <EMAIL_1>", image]
+    assert result.output == f"That is {EMAIL}'s badge."
