@@ -13,6 +13,7 @@ from .fallback import fallback
 from .guard import guard
 from .limit import limit
 from .log import log
+from .prompt_cache import prompt_cache
 from .pseudonymize import pseudonymize
 from .rate_limit import rate_limit
 from .redact import redact
@@ -34,6 +35,7 @@ __all__ = [
     "limit",
     "log",
     "pseudonymize",
+    "prompt_cache",
     "rate_limit",
     "redact",
     "reflect",

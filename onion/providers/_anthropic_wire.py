@@ -16,6 +16,7 @@ from .._content import Image, Part, b64
 from .._events import TextDelta, ToolCallStarted
 from .._messages import Message, ToolRequest, Usage
 from ..errors import ResponseFormatError
+from ._settings import anthropic_settings
 from ._tool_arguments import tool_request
 
 STOP_REASONS = {"end_turn": "end", "tool_use": "tool_use", "max_tokens": "max_tokens", "stop_sequence": "stop_sequence"}
@@ -39,8 +40,31 @@ def request_params(call: ModelCall, model: str, default_max_tokens: int) -> dict
             for tool in call.tools
         ]
     params["max_tokens"] = default_max_tokens
-    params.update(call.settings)
+    if not call.settings:
+        return params
+    ttl = anthropic_settings(call.settings, params)
+    if ttl is not None:
+        place_breakpoints(params, ttl)
     return params
+
+
+def place_breakpoints(params: dict[str, Any], ttl: str) -> None:
+    """`cache_control` on the last tool, the system prompt and the last block of the latest two user turns (4 at most).
+
+    The latest user turn makes the prefix cached for the next call; the one
+    before it reads what the previous call wrote.
+    """
+    if ttl not in ("5m", "1h"):
+        raise ValueError(f"prompt_cache ttl {ttl!r} must be '5m' or '1h'")
+    mark = {"type": "ephemeral"} if ttl == "5m" else {"type": "ephemeral", "ttl": "1h"}
+    if params.get("tools"):
+        params["tools"][-1] = {**params["tools"][-1], "cache_control": mark}
+    if isinstance(params.get("system"), str):
+        params["system"] = [{"type": "text", "text": params["system"], "cache_control": mark}]
+    turns = [entry for entry in params["messages"] if entry["role"] == "user"][-2:]
+    for entry in turns:
+        blocks = entry["content"]
+        blocks[-1] = {**blocks[-1], "cache_control": mark}
 
 
 def to_wire_messages(messages: list[Message]) -> tuple[str, list[dict[str, Any]]]:

@@ -16,6 +16,7 @@ from .._content import Image, Part, data_url
 from .._events import TextDelta, ToolCallStarted
 from .._messages import Message, Usage
 from ..errors import ResponseFormatError, UnsupportedContent
+from ._settings import openai_settings
 from ._tool_arguments import arguments_json, tool_request, tool_result_text
 
 STOP_REASONS = {"stop": "end", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens"}
@@ -37,7 +38,7 @@ def request_params(call: ModelCall, model: str, system_role: str) -> dict[str, A
             }
             for tool in call.tools
         ]
-    settings = dict(call.settings)
+    settings = dict(openai_settings(call.settings, responses=False))
     if "max_tokens" in settings and "max_completion_tokens" not in settings:
         settings["max_completion_tokens"] = settings.pop("max_tokens")
     params.update(settings)

@@ -19,6 +19,7 @@ from .._events import TextDelta, ToolCallStarted
 from .._messages import Message, ToolRequest, Usage
 from ..errors import ResponseFormatError
 from ._errors import from_error_type
+from ._settings import openai_settings
 from ._tool_arguments import arguments_json, tool_request, tool_result_text
 
 REASONING = "openai_reasoning"
@@ -56,7 +57,7 @@ def request_params(call: ModelCall, model: str) -> dict[str, Any]:
             }
             for tool in call.tools
         ]
-    settings = dict(call.settings)
+    settings = dict(openai_settings(call.settings, responses=True))
     if "max_tokens" in settings and "max_output_tokens" not in settings:
         settings["max_output_tokens"] = settings.pop("max_tokens")
     params.update(settings)
