@@ -53,8 +53,13 @@ class OfferedTools:
         sources = self.sources
         if len(sources) == 1:
             lists = [await sources[0].list_tools(run)]
-        else:
-            lists = list(await asyncio.gather(*(source.list_tools(run) for source in sources)))
+        else:  # connected side by side; the first failure cancels the others and is raised
+            try:
+                async with asyncio.TaskGroup() as group:
+                    tasks = [group.create_task(source.list_tools(run)) for source in sources]
+            except BaseExceptionGroup as failures:
+                raise failures.exceptions[0] from None
+            lists = [task.result() for task in tasks]
         if len(lists) != len(self._lists) or any(a is not b for a, b in zip(lists, self._lists, strict=True)):
             self._combine(lists)
         return self.tools

@@ -224,6 +224,13 @@ async def test_a_server_that_cannot_start_stops_the_run_with_a_clear_error() -> 
             await agent.run("go")
 
 
+async def test_of_two_servers_one_that_cannot_start_stops_the_run_naming_it(http_url: str) -> None:
+    servers = [MCPServer.http(http_url, name="docs"), MCPServer.stdio("/nonexistent/mcp-server", name="ghost")]
+    async with Agent(ScriptedModel(["never"]), tools=servers) as agent:
+        with pytest.raises(MCPServerError, match=r"MCP server 'ghost' could not start"):
+            await agent.run("go")
+
+
 async def test_a_server_that_does_not_answer_in_connect_timeout_stops_the_run_and_is_stopped() -> None:
     children = child_processes()
     silent = MCPServer.stdio(sys.executable, "-c", "import sys; sys.stdin.read()", name="silent", connect_timeout=0.5)
