@@ -54,7 +54,8 @@ async def resume_paused(agent: Agent[Any], chains: _Chains, run: Run, store: Sto
         await journal.begin(run)
         record = None
         for message in state.answered:
-            journal.hold_result(message.tool_call_id or "", ToolResult(message.text, is_error=message.is_error))
+            content = message.text if message.content is None else message.content
+            journal.hold_result(message.tool_call_id or "", ToolResult(content, is_error=message.is_error))
     else:
         journal.renew_in_background()
         journal.mark(run.messages)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._calls import ModelResponse, ToolResult
+from ._content import part_dict, part_from
 from ._messages import Message, ToolRequest, Usage
 from .errors import OnionError, RunBusy
 
@@ -242,13 +243,18 @@ def _apply(run: Replay, entry: dict[str, Any]) -> None:
     elif kind == "tool":
         run.started.add(entry["id"])
     elif kind == "result":
-        run.results[entry["id"]] = ToolResult(entry["content"], is_error=entry["error"], call_id=entry["id"])
+        content = entry["content"]
+        if isinstance(content, list):
+            content = [part_from(part) for part in content]
+        run.results[entry["id"]] = ToolResult(content, is_error=entry["error"], call_id=entry["id"])
     else:
         raise ValueError(f"unknown entry kind {kind!r}")
 
 
 def _result_entry(call_id: str, result: ToolResult) -> dict[str, Any]:
-    return {"k": "result", "id": call_id, "content": result.content, "error": result.is_error}
+    content = result.content
+    stored = content if isinstance(content, str) else [part_dict(part) for part in content]
+    return {"k": "result", "id": call_id, "content": stored, "error": result.is_error}
 
 
 def _encode(entry: dict[str, Any], run: Run) -> str:

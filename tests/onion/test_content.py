@@ -8,6 +8,7 @@ import pytest
 
 from middleware import approve
 from onion import Agent, Document, Image, Message, RunState, ToolResult, tool
+from onion.stores import MemoryStore
 from onion.testing import ScriptedModel, call
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\xff-pixels-"
@@ -91,3 +92,14 @@ async def test_a_run_with_an_image_pauses_and_resumes_from_json_with_its_bytes()
     sent = model.requests[1].messages
     assert sent[0].parts == question.parts
     assert sent[2].parts == [Image(data=PNG, media_type="image/png")]
+
+
+async def test_a_journaled_run_keeps_a_tool_image_and_a_saved_run_loads_it_back() -> None:
+    """With a store, the journal records the tool's image (base64) and `store.load` gives back its bytes."""
+    model = ScriptedModel([[call("screenshot")], "a desktop"])
+    agent = Agent(model, tools=[screenshot], store=MemoryStore())
+    result = await agent.run(Message.user("look", Image(data=PNG, media_type="image/png")))
+    assert result.output == "a desktop"
+    state = await agent.store.load(result.run_id)
+    assert state.messages[0].parts[1] == Image(data=PNG, media_type="image/png")
+    assert state.messages[2].parts == [Image(data=PNG, media_type="image/png")]
