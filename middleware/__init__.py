@@ -8,6 +8,7 @@ from __future__ import annotations
 from .approve import approve
 from .budget import budget
 from .cache import cache
+from .compact import compact
 from .concurrency import concurrency
 from .fallback import fallback
 from .guard import guard
@@ -19,6 +20,7 @@ from .rate_limit import rate_limit
 from .redact import redact
 from .reflect import reflect
 from .retry import retry
+from .select_tools import select_tools
 from .timeout import timeout
 from .tools_filter import allow_tools, deny_tools
 from .tripwire import tripwire
@@ -28,6 +30,7 @@ __all__ = [
     "approve",
     "budget",
     "cache",
+    "compact",
     "concurrency",
     "deny_tools",
     "fallback",
@@ -40,6 +43,7 @@ __all__ = [
     "redact",
     "reflect",
     "retry",
+    "select_tools",
     "timeout",
     "tripwire",
 ]

@@ -158,6 +158,17 @@ class Agent(Generic[OutputT]):
         self.stack.use(*middleware)
         return self
 
+    def as_tool(self, name: str | None = None, description: str | None = None, *, inherit: bool = False) -> Tool:
+        """This agent as a tool of another: it takes a `task` and answers with this agent's output.
+
+        The run is a child of the calling run: cancelling that cancels it,
+        its usage is added to it. `inherit=True` runs it through the calling
+        agent's stack (outermost) as well as this agent's own.
+        """
+        from ._subagent import agent_tool
+
+        return agent_tool(self, name, description, inherit)
+
     def on(
         self, event: str, matcher: Any = None, *, errors: Literal["raise", "log"] = "raise"
     ) -> Callable[[Callable[..., Any]], Any]:

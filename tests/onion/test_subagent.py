@@ -1,0 +1,99 @@
+"""Sub-agents: `agent.as_tool()` runs an agent as a tool of another, its run a child of the caller's."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from middleware import log
+from onion import Agent, Message, ModelCall, ModelResponse, Usage
+from onion.testing import FunctionModel, ScriptedModel, call
+
+
+def costly(text: str) -> ModelResponse:
+    return ModelResponse(Message.assistant(text), Usage(input_tokens=100, output_tokens=10, requests=1))
+
+
+async def test_a_sub_agent_answers_as_a_tool_and_its_usage_is_added_to_the_parents() -> None:
+    child_model = FunctionModel(lambda c: costly(f"researched: {c.messages[-1].text}"))
+    researcher = Agent(child_model, name="researcher", instructions="Find facts.\nBe brief.")
+    parent_model = ScriptedModel([[call("researcher", task="population of Oslo")], "Oslo has 700k people"])
+    agent = Agent(parent_model, tools=[researcher.as_tool()])
+
+    result = await agent.run("How many people live in Oslo?")
+
+    assert result.output == "Oslo has 700k people"
+    offered = parent_model.requests[0].tools[0]
+    assert (offered.name, offered.description) == ("researcher", "Ask the researcher agent. Find facts.")
+    assert list(offered.parameters["properties"]) == ["task"]
+    assert result.messages[2].text == "researched: population of Oslo"
+    assert result.usage == Usage(input_tokens=100, output_tokens=10, requests=3)
+
+
+async def test_as_tool_takes_a_name_and_a_description() -> None:
+    helper = Agent(ScriptedModel([]), name="helper")
+    made = helper.as_tool(name="ask_expert", description="Ask an expert.")
+    assert (made.name, made.description) == ("ask_expert", "Ask an expert.")
+
+
+async def test_cancelling_the_parent_run_cancels_the_child_runs_model_call() -> None:
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def never_answers(call_: ModelCall) -> str:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "unreachable"
+
+    child = Agent(FunctionModel(never_answers), name="slow")
+    agent = Agent(ScriptedModel([[call("slow", task="take forever")], "never"]), tools=[child.as_tool()])
+    run = asyncio.ensure_future(agent.run("go"))
+    async with asyncio.timeout(5):
+        await started.wait()
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        await cancelled.wait()
+
+
+@pytest.mark.parametrize("inherit", [False, True])
+async def test_the_parents_log_sees_the_childs_calls_only_with_inherit(
+    inherit: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With inherit=True the child runs through the parent's stack (outermost) and its own."""
+    caplog.set_level(logging.INFO, logger="parent")
+    own: list[str] = []
+
+    async def child_layer(call_: ModelCall, call_next: object) -> object:
+        own.append("child layer")
+        return await call_next(call_)  # type: ignore[operator]
+
+    child = Agent(ScriptedModel(["child answer"]), name="child", middleware=[child_layer])
+    agent = Agent(ScriptedModel([[call("child", task="t")], "done"]), tools=[child.as_tool(inherit=inherit)])
+    agent.use(log("parent"))
+
+    await agent.run("go")
+
+    records = [(r.__dict__["kind"], r.__dict__["what"]) for r in caplog.records]
+    assert own == ["child layer"]
+    assert [kind for kind, _ in records].count("model") == (3 if inherit else 2)
+    assert (("run", "child") in records) is inherit
+    assert ("tool", "child") in records
+
+
+async def test_with_tracing_the_child_run_nests_under_the_parents_tool_call() -> None:
+    from onion import tracing
+
+    child = Agent(ScriptedModel(["child answer"]), name="child")
+    agent = Agent(ScriptedModel([[call("child", task="t")], "done"]), tools=[child.as_tool()], name="parent")
+    with tracing.capture() as trace:
+        await agent.run("go")
+    lines = str(trace).splitlines()
+    tool_line = next(i for i, line in enumerate(lines) if "tool child(task='t')" in line)
+    assert "run child" in lines[tool_line + 1]
+    assert lines[tool_line + 1].index("run child") > lines[tool_line].index("tool child")
