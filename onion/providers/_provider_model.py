@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from .._calls import ModelCall, ModelResponse
 from .._output import OutputSchema, output_schema
-from ..errors import AuthenticationError, ResponseFormatError
+from ..errors import AuthenticationError, ResponseFormatError, UnsupportedContent
 from ._answer_tool import ANSWER_TOOL, ANSWER_TOOL_DESCRIPTION, answer_from_tool
 from ._errors import model_error
 from ._surrogates import replace_lone_surrogates
@@ -132,6 +132,7 @@ class ProviderModel(ABC):
 
     def _request_params(self, call: ModelCall) -> tuple[dict[str, Any], bool]:
         """The create call's keywords for `call`, and whether its answer comes as the `final_answer` tool."""
+        _refuse_assistant_parts(call, self.provider)
         params = self._params(call)
         if call.output_type is str:
             return params, False
@@ -263,3 +264,16 @@ def _start(raw: Any, limit: int = 200) -> str:
     except Exception:
         text = repr(raw)
     return repr(scrub(text[:limit]) + ("..." if len(text) > limit else ""))
+
+
+def _refuse_assistant_parts(call: ModelCall, provider: str) -> None:
+    """No API here takes images or documents in an assistant turn: refuse them, never drop them silently."""
+    for index, message in enumerate(call.messages):
+        if message.content is not None and message.role == "assistant":
+            kinds = sorted({type(part).__name__ for part in message.content if not isinstance(part, str)})
+            if kinds:
+                raise UnsupportedContent(
+                    f"message {index}: an assistant message cannot carry {' or '.join(kinds)} parts on {provider}; "
+                    "put them in a user message",
+                    provider=provider,
+                )

@@ -156,3 +156,17 @@ async def test_a_tool_returning_an_image_is_answered_with_the_image_in_each_apis
             "call_id": call_id,
             "output": [{"type": "input_image", "image_url": PNG_URL, "detail": "auto"}],
         }
+
+
+async def test_an_image_in_an_assistant_message_is_refused_before_the_request_on_every_api(
+    api: str, server: FakeProviderServer, make_model: ModelFactory
+) -> None:
+    """No API carries images in an assistant turn: a clear error naming the message, never a silent drop."""
+    history = [
+        Message.user("draw a cat"),
+        Message("assistant", "here", content=["here", Image(data=PNG, media_type="image/png")]),
+        Message.user("thanks"),
+    ]
+    with pytest.raises(UnsupportedContent, match=r"message 1: an assistant message cannot carry Image parts"):
+        await Agent(make_model(api)).run(history)
+    assert server.requests == []
