@@ -546,10 +546,13 @@ class Agent(Generic[OutputT]):
 
     def _tool_for(self, offered: list[Tool], name: str) -> Tool | None:
         """The tool a request names: among those its model call offered (layers may add some), else the agent's."""
+        known = self._offered.by_name.get(name)
+        if known is not None and known in offered:  # the usual case, scanned in C
+            return known
         for tool in offered:
             if tool.name == name:
                 return tool
-        return self._offered.by_name.get(name)
+        return known
 
     async def _known_tools(self, run: Run | None) -> dict[str, Tool]:
         """Every tool the agent has now, by name: its own and its MCP servers' (listed if need be)."""

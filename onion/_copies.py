@@ -15,6 +15,8 @@ def own_copy(mapping: dict[str, Any]) -> dict[str, Any]:
     Other values (strings, numbers, objects) are shared, not copied. A flat
     mapping, the usual case, costs one `dict()` and a type scan done in C.
     """
+    if not mapping:
+        return {}
     if _MUTABLE.isdisjoint(map(type, mapping.values())):
         return dict(mapping)
     return {key: _nested_copy(value) for key, value in mapping.items()}
