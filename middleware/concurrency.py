@@ -10,7 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from onion import Handler, ModelCall, ModelResponse, ToolCall, ToolResult
+from onion.stores import SlotStore
 from onion.tracing import waited
+
+from ._shared_slots import SharedSlots
 
 __all__ = ["concurrency"]
 
@@ -92,23 +95,46 @@ class concurrency:
     `run_sync` starts one), share them too. Waiting is FIFO and
     cancellation-safe: a cancelled call gives back its slot, or never takes
     one.
+
+    `store` (a `SlotStore`: `onion.stores.RedisStore`) makes the caps hold
+    across every worker using that store, under keys starting with `name`:
+    slots are leased for `lease` seconds and renewed while held, so a dead
+    worker's slots free themselves; waiting polls the store (not FIFO).
     """
 
-    __slots__ = ("_models", "_per_tool", "_tools", "limit", "models", "per_tool", "wrap_only")
+    __slots__ = ("_models", "_per_tool", "_tools", "limit", "models", "name", "per_tool", "store", "wrap_only")
 
     def __init__(
-        self, limit: int | None = 8, *, per_tool: Mapping[str, int] | None = None, models: int | None = None
+        self,
+        limit: int | None = 8,
+        *,
+        per_tool: Mapping[str, int] | None = None,
+        models: int | None = None,
+        store: SlotStore | None = None,
+        name: str = "concurrency",
+        lease: float = 30.0,
     ) -> None:
-        for name, value in [("limit", limit), ("models", models), *(per_tool or {}).items()]:
+        for label, value in [("limit", limit), ("models", models), *(per_tool or {}).items()]:
             if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"concurrency: {name} must be an int of at least 1 (or None), got {value!r}")
+                raise ValueError(f"concurrency: {label} must be an int of at least 1 (or None), got {value!r}")
+        if store is not None and not isinstance(store, SlotStore):
+            raise TypeError(
+                f"concurrency: store must keep slots (take_slot, free_slot), like RedisStore; got {store!r}"
+            )
         self.limit = limit
         self.per_tool = dict(per_tool or {})
         self.models = models
+        self.store, self.name = store, name
         self.wrap_only = ("model", "tool") if models is not None else ("tool",)
-        self._tools = None if limit is None else Slots(limit)
-        self._per_tool = {name: Slots(n) for name, n in self.per_tool.items()}
-        self._models = None if models is None else Slots(models)
+
+        def slots(size: int | None, kind: str) -> Slots | SharedSlots | None:
+            if size is None:
+                return None
+            return Slots(size) if store is None else SharedSlots(store, f"{name}:{kind}", size, lease=lease)
+
+        self._tools = slots(limit, "tools")
+        self._per_tool = {tool: slots(n, f"tool:{tool}") for tool, n in self.per_tool.items()}
+        self._models = slots(models, "models")
 
     @property
     def waiting(self) -> int:
@@ -120,6 +146,10 @@ class concurrency:
         own = self._per_tool.get(call.name)
         if own is None:
             return await _within(self._tools, call, call_next)  # type: ignore[no-any-return]
+        if isinstance(own, SharedSlots):
+            async with own.hold():
+                return await _within(self._tools, call, call_next)  # type: ignore[no-any-return]
+        assert own is not None
         await own.acquire()
         try:
             return await _within(self._tools, call, call_next)  # type: ignore[no-any-return]
@@ -130,10 +160,13 @@ class concurrency:
         return await _within(self._models, call, call_next)  # type: ignore[no-any-return]
 
 
-async def _within(slots: Slots | None, ctx: Any, call_next: Handler) -> Any:
+async def _within(slots: Slots | SharedSlots | None, ctx: Any, call_next: Handler) -> Any:
     """`call_next(ctx)`, holding one of `slots` if there are any."""
     if slots is None:
         return await call_next(ctx)
+    if isinstance(slots, SharedSlots):
+        async with slots.hold():
+            return await call_next(ctx)
     await slots.acquire()
     try:
         return await call_next(ctx)

@@ -34,7 +34,9 @@ class RedisStore(StateLoader):
     warning (`fail_open=True`); the cache misses (a warning, once until it
     works again); run, journal and session writes raise `StoreUnavailable`
     (each write is one script: it happened whole or not at all). The client
-    reconnects by itself once Redis is back. `client` (a
+    reconnects by itself once Redis is back. Each event loop uses at most
+    `max_connections` connections (more concurrent calls wait for one, up
+    to `timeout` seconds). `client` (a
     `redis.asyncio.Redis`) replaces the one built from `url`; each event
     loop otherwise gets its own. Close with `await store.aclose()`.
     """
@@ -48,12 +50,13 @@ class RedisStore(StateLoader):
         fail_open: bool = False,
         connect_timeout: float = 2.0,
         timeout: float = 10.0,
+        max_connections: int = 64,
         client: Any = None,
     ) -> None:
         if not namespace or ":" in namespace or not namespace.isprintable():
             raise ValueError(f"RedisStore: namespace must be a non-empty printable name without ':', got {namespace!r}")
         self.url, self.namespace, self.clock, self.fail_open = url, namespace, clock, fail_open
-        self.connect_timeout, self.timeout = connect_timeout, timeout
+        self.connect_timeout, self.timeout, self.max_connections = connect_timeout, timeout, max_connections
         self._prefix = namespace + ":"
         self._given = client
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
@@ -69,17 +72,20 @@ class RedisStore(StateLoader):
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
-            from redis.asyncio import Redis
+            from redis.asyncio import BlockingConnectionPool, Redis
             from redis.backoff import NoBackoff
             from redis.retry import Retry
 
-            client = self._clients[loop] = Redis.from_url(
+            pool = BlockingConnectionPool.from_url(
                 self.url,
+                max_connections=self.max_connections,
+                timeout=self.timeout,
                 decode_responses=True,
                 socket_connect_timeout=self.connect_timeout,
                 socket_timeout=self.timeout,
                 retry=Retry(NoBackoff(), 1),  # one fresh connection after a restart, then the error
             )
+            client = self._clients[loop] = Redis(connection_pool=pool)
         return client
 
     def _now(self) -> float:

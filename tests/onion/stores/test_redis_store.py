@@ -1,0 +1,150 @@
+"""RedisStore on a real redis-server: key TTLs, namespaces, shared concurrency slots, Redis going away."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+import pytest
+
+from middleware import cache, concurrency, rate_limit
+from onion import Agent, tool
+from onion.errors import RunBusy, StoreUnavailable
+from onion.stores import RedisStore
+from onion.testing import ScriptedModel, call
+
+
+def namespace() -> str:
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+async def test_cache_entries_and_rate_counters_carry_a_ttl(redis_url: str) -> None:
+    """A cache entry expires after its TTL (none without one); every rate-limit key has a TTL."""
+    async with RedisStore(redis_url, namespace=(ns := namespace())) as store:
+        await store.set("k", "v", 5)
+        await store.set("forever", "f", None)
+        await store.acquire("m", 10, rpm=10, tpm=100, window=60)
+        await store.pause("m", 3)
+        client = store._client()
+        assert 0 < await client.pttl(f"{ns}:cache:k") <= 5000
+        assert await client.pttl(f"{ns}:cache:forever") == -1
+        for key in await client.keys(f"{ns}:rate*"):
+            assert 0 < await client.pttl(key) <= 64_001
+        await store.set("short", "s", 0.01)
+        while await store.get("short") is not None:  # Redis expires it on its own clock
+            await asyncio.sleep(0.01)
+
+
+async def test_two_namespaces_never_see_each_others_entries(redis_url: str) -> None:
+    """Cache entries, sessions and runs of one namespace are invisible in another on the same Redis."""
+    async with RedisStore(redis_url, namespace=namespace()) as a, RedisStore(redis_url, namespace=namespace()) as b:
+        await a.set("k", "a's", None)
+        await a.session_append("s", ["m"])
+        await a.start_run("r", agent="x", owner="o", lease=30, entries=["e"])
+        assert await b.get("k") is None and await b.session_messages("s") == [] and await b.run_record("r") is None
+
+
+def test_a_namespace_must_be_a_plain_name() -> None:
+    """A namespace with ':' (the key separator) or empty is refused, naming it."""
+    with pytest.raises(ValueError, match="namespace"):
+        RedisStore("redis://x", namespace="a:b")
+
+
+async def test_concurrency_with_a_store_caps_calls_across_stores_and_a_dead_holders_slot_lapses(
+    redis_url: str,
+) -> None:
+    """Two agents on two RedisStore objects (as two workers) share concurrency(1): one tool call at a time.
+
+    A slot taken by a worker that never gives it back frees itself when its lease lapses.
+    """
+    ns = namespace()
+    running, most = 0, 0
+
+    @tool
+    async def work(n: int) -> str:
+        """Work a while."""
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0.01)
+        running -= 1
+        return "done"
+
+    async with RedisStore(redis_url, namespace=ns) as first, RedisStore(redis_url, namespace=ns) as second:
+        agents = [
+            Agent(ScriptedModel([[call("work", n=1)], "ok"] * 3), tools=[work]).use(concurrency(1, store=store))
+            for store in (first, second)
+        ]
+        await asyncio.gather(*(agent.run("go") for agent in agents for _ in range(3)))
+        assert most == 1
+        assert await first.take_slot("dead", "gone", 1, lease=0.05)
+        assert not await second.take_slot("dead", "alive", 1, lease=5)
+        while not await second.take_slot("dead", "alive", 1, lease=5):
+            await asyncio.sleep(0.01)
+
+
+async def test_redis_down_at_start_rate_limit_fails_closed_or_open_cache_misses_journal_refuses(
+    redis_bin: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With nothing listening: rate_limit raises StoreUnavailable (or lets calls through with fail_open=True),
+    the cache misses with one warning, and a journaled run fails before it starts, naming Redis."""
+    from tests.conftest import RedisServer
+
+    url = RedisServer(redis_bin).url  # never started
+    async with RedisStore(url, connect_timeout=0.5) as store, RedisStore(url, fail_open=True) as open_store:
+        closed = Agent(ScriptedModel(["a"])).use(rate_limit(rpm=10, store=store))
+        with pytest.raises(StoreUnavailable, match=r"Redis at redis://127\.0\.0\.1:\d+/0 failed while reserving"):
+            await closed.run("hi")
+        assert (await Agent(ScriptedModel(["b"])).use(rate_limit(rpm=10, store=open_store)).run("hi")).output == "b"
+        with caplog.at_level(logging.WARNING, logger="onion.stores"):
+            cached = Agent(ScriptedModel(["c", "d"])).use(cache(store=store))
+            assert [(await cached.run("hi")).output for _ in range(2)] == ["c", "d"]
+        assert sum("every lookup is a miss" in r.message for r in caplog.records) == 1
+        with pytest.raises(StoreUnavailable, match="starting run"):
+            await Agent(ScriptedModel(["e"]), store=store).run("hi")
+
+
+async def test_redis_dropping_mid_run_fails_the_run_cleanly_and_it_resumes_once_redis_is_back(
+    redis_server: object,
+) -> None:
+    """Redis stops while a tool runs: the run raises StoreUnavailable and its journal holds whole entries only.
+
+    Redis comes back (frozen, then thawed, keeping its data): the same store reconnects and the run is resumed
+    to completion without running the tool again (its result landed whole when Redis thawed, or it is answered
+    as interrupted).
+    """
+    import os
+    import signal
+
+    server = redis_server
+    pid = server._process.pid  # type: ignore[attr-defined]
+
+    frozen = []
+
+    @tool
+    async def freeze() -> str:
+        """Stop Redis (as a network partition would)."""
+        frozen.append(True)
+        os.kill(pid, signal.SIGSTOP)
+        return "frozen"
+
+    async with RedisStore(server.url, timeout=0.3, namespace=namespace()) as store:  # type: ignore[attr-defined]
+        model = ScriptedModel([[call("freeze")], "finished"])
+        agent = Agent(model, tools=[freeze], store=store, lease=0.5)
+        try:
+            with pytest.raises(StoreUnavailable, match="failed while"):
+                await agent.run("go")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        (record,) = await store.runs()
+        journal = await store.journal(record.run_id)
+        assert all(entry.startswith("{") and entry.endswith("}") for entry in journal)
+        while True:  # its lease lapses
+            try:
+                result = await agent.resume(record.run_id)
+                break
+            except RunBusy:
+                await asyncio.sleep(0.05)
+    assert result.output == "finished" and frozen == [True]
+    assert result.messages[-2].text == "frozen" or "interrupted" in result.messages[-2].text
