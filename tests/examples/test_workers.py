@@ -1,0 +1,25 @@
+"""examples/workers.py: 4 worker processes share one rate limit and one cache on Redis."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def test_workers_example_shares_one_cache_between_four_processes(redis_url: str) -> None:
+    """Every question reaches the provider at least once and at most once per worker; the rest are cache hits."""
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "workers.py"), redis_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(EXAMPLES.parent)},
+    )
+    assert done.returncode == 0, done.stderr
+    words = done.stdout.split()
+    requests, hits = int(words[-4].rstrip(",")), int(words[-1])
+    assert requests + hits == 40 and 10 <= requests < 40
