@@ -65,9 +65,26 @@ async def rate(store: RedisStore, server: str, worker: str, runs: str, rpm: str,
     limit = rate_limit(
         rpm=float(rpm) or None, tpm=float(tpm) or None, window=float(window), store=store, estimate=fixed_estimate
     )
-    agent = Agent(model).use(limit, stamp)
-    print("ready", flush=True)
-    await asyncio.to_thread(sys.stdin.readline)  # "go": every worker is up
+    go, at_gate, arrived = asyncio.Event(), asyncio.Event(), 0
+    together = 1 if runs.endswith("s") else int(runs)
+
+    async def gate(call: ModelCall, call_next: Any) -> Any:
+        """Hold the first calls until every worker is up (`go` on stdin), so they start together."""
+        nonlocal arrived
+        arrived += 1
+        if arrived == together:
+            at_gate.set()
+        await go.wait()
+        return await call_next(call)
+
+    async def start_when_told() -> None:
+        await at_gate.wait()
+        print("ready", flush=True)
+        await asyncio.to_thread(sys.stdin.readline)
+        go.set()
+
+    agent = Agent(model).use(gate, limit, stamp)
+    starter = asyncio.create_task(start_when_told())
     if runs.endswith("s"):  # one after another
         outcomes: list[Any] = []
         for n in range(int(runs[:-1])):
@@ -75,6 +92,7 @@ async def rate(store: RedisStore, server: str, worker: str, runs: str, rpm: str,
     else:
         runs_ = (run_noting_pauses(agent, store, f"{worker}-{n}") for n in range(int(runs)))
         outcomes = await asyncio.gather(*runs_, return_exceptions=True)
+    await starter
     await agent.aclose()
     errors = [o for o in outcomes if isinstance(o, BaseException)]
     print(*{f"{type(e).__name__}: {e}" for e in errors}, sep="\n", file=sys.stderr)
