@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
 from .errors import ToolNameClash
@@ -12,7 +13,7 @@ if TYPE_CHECKING:
     from ._tools import Tool
 
 
-class ToolSource:
+class ToolSource(ABC):
     """Something that offers an agent tools it lists on demand, such as `onion.mcp.MCPServer`.
 
     Put one in `Agent(tools=[...])` beside plain tools. The agent asks for
@@ -20,11 +21,11 @@ class ToolSource:
     while nothing changed) and closes the source in `agent.aclose()`.
     """
 
+    @abstractmethod
     async def list_tools(self, run: Run | None) -> list[Tool]:
         """The tools offered now; `run` is the run asking (None: outside a run)."""
-        raise NotImplementedError
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 (optional: a source holding nothing need not override it)
         """Release what the source holds (a connection, a process); it may be used again afterwards."""
 
     def describe(self) -> str:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from onion import Agent, ModelCall, ModelNext, ModelResponse, ToolCall, ToolNext, ToolResult, tool
 from onion.testing import ScriptedModel, call
 
@@ -82,3 +86,25 @@ async def test_a_tool_returning_a_tool_result_answers_with_it() -> None:
     assert (answer.text, answer.is_error) == ("no entry for k", True)
     asked = next(m for m in result.messages if m.tool_calls)
     assert answer.tool_call_id == asked.tool_calls[0].id
+
+
+async def test_a_tool_source_offers_its_tools_beside_the_agents_and_must_list_them() -> None:
+    """A `ToolSource` is listed before each model call; one without `list_tools` cannot be made."""
+    from onion._tool_sources import ToolSource
+
+    @tool
+    def shout(text: str) -> str:
+        """Shout."""
+        return text.upper()
+
+    class Source(ToolSource):
+        async def list_tools(self, run: Any) -> list[Any]:
+            return [shout]
+
+    class Broken(ToolSource):
+        pass
+
+    with pytest.raises(TypeError, match="abstract"):
+        Broken()  # type: ignore[abstract]
+    result = await Agent(ScriptedModel([[call("shout", text="hi")], "done"]), tools=[Source()]).run("go")
+    assert [m.text for m in result.messages if m.role == "tool"] == ["HI"]
