@@ -65,7 +65,7 @@ class tripwire:
             response: ModelResponse = await call_next(call)
             return response
         verdict = self._checks.get(run)
-        if verdict is None:
+        if verdict is None or verdict.cancelled():  # a check cancelled with an earlier attempt starts again
             outcome = self.check(run)
             if not inspect.isawaitable(outcome):
                 self._decide(run, outcome)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, ov
 import pydantic
 
 from ._calls import ModelCall, ModelResponse, OutputT, Run, RunResult, ToolBatch, ToolCall, ToolResult
-from ._copies import own_message
+from ._copies import own_copy, own_message
 from ._durable import finish_recovered_batch, rejection_text, resume_from_store, resume_paused, run_journaled
 from ._events import (
     Event,
@@ -613,7 +613,7 @@ class Agent(Generic[OutputT]):
         If `run.state` cannot be saved, the paused calls are answered as not run and the error propagates.
         """
         pending = [
-            PendingCall(call.id, call.name, dict(request.args), call.pause_reason)
+            PendingCall(call.id, call.name, own_copy(request.args), call.pause_reason)
             for call, request in zip(calls, requests, strict=True)
             if call.pause_reason is not None
         ]
@@ -633,7 +633,7 @@ class Agent(Generic[OutputT]):
         if not call.streamed and response.text:
             run.emit(TextDelta(response.text))
         for request in response.tool_calls:
-            run.emit(ToolCallStarted(request.id, request.name, dict(request.args)))
+            run.emit(ToolCallStarted(request.id, request.name, own_copy(request.args)))
         run.emit(ModelCallFinished(response, response.usage, response.cached))
 
     async def _request(self, call: ModelCall) -> ModelResponse:

@@ -142,3 +142,30 @@ async def test_a_check_that_returns_a_non_bool_is_a_clear_error() -> None:
     agent = Agent(ScriptedModel(["x"])).use(tripwire(lambda run: "yes"))  # type: ignore[arg-type,return-value]
     with pytest.raises(TypeError, match="must return a bool"):
         await agent.run("q")
+
+
+async def test_a_check_cancelled_with_a_timed_out_attempt_is_started_again_for_the_retry() -> None:
+    """A timeout inside `retry` cancels the first attempt and its check; the retry runs a fresh check."""
+    from middleware import timeout
+
+    checks = 0
+
+    async def check(run: Run) -> bool:
+        nonlocal checks
+        checks += 1
+        if checks == 1:
+            await asyncio.Event().wait()  # still deciding when the first attempt times out
+        return False
+
+    attempts = 0
+
+    async def answer(call_: ModelCall) -> str:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            await asyncio.Event().wait()
+        return "done"
+
+    agent = Agent(FunctionModel(answer)).use(retry(initial=0, jitter=0), timeout(0.05), tripwire(check))
+    result = await agent.run("hi")
+    assert result.output == "done" and checks == 2 and attempts == 2

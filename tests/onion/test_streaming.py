@@ -254,3 +254,21 @@ async def test_an_edit_inside_retry_edits_each_attempt_once_and_drops_what_the_d
     assert output == "THE WHOLE ANSWER" and shown(events) == ["THE WHOLE ANSWER"]
     assert [event.text for event in events if isinstance(event, TextDelta)] == ["THE WHOLE ANSWER"]
     assert len(held) == 2 and held[0].held == "half an "
+
+
+async def test_a_consumer_editing_nested_tool_call_arguments_leaves_the_history_alone() -> None:
+    """`ToolCallStarted.args` is the event's own copy, nested lists included."""
+    from onion import ToolCallStarted, tool
+    from onion.testing import ScriptedModel, call
+
+    @tool
+    def tag(labels: list[str]) -> str:
+        """Tag."""
+        return ",".join(labels)
+
+    agent = Agent(ScriptedModel([[call("tag", labels=["a"])], "ok"]), tools=[tag])
+    events = [event async for event in agent.stream("go")]
+    started = next(event for event in events if isinstance(event, ToolCallStarted))
+    started.args["labels"].append("tampered")
+    result = events[-1].result  # type: ignore[union-attr]
+    assert result.messages[1].tool_calls[0].args == {"labels": ["a"]}
