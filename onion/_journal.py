@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,8 @@ from ._calls import ModelResponse, ToolResult
 from ._content import part_dict, part_from
 from ._messages import Message, ToolRequest, Usage
 from .errors import OnionError, RunBusy
+
+logger = logging.getLogger("onion.journal")
 
 if TYPE_CHECKING:
     from ._calls import Run, ToolCall
@@ -165,6 +168,8 @@ class Journal:
                 await self.store.renew_run(self.run_id, self.owner, self.lease)
             except RunBusy:
                 return
+            except Exception as error:  # a store blip must not let the lease lapse while the run goes on
+                logger.warning("run %s: renewing its lease failed (%s); trying again", self.run_id, error)
 
     def _stop_renewing(self) -> None:
         if self._renewing is not None:

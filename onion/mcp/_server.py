@@ -6,10 +6,9 @@ import asyncio
 import contextlib
 import contextvars
 import os
-import shlex
 import sys
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit, urlunsplit
 
@@ -85,7 +84,7 @@ class MCPServer(ToolSource):
         )
         return cls(
             lambda: stdio_client(parameters, errlog=_stderr()),
-            name=name or shlex.join([command, *args]),
+            name=name or _program_name(command, args),
             prefix=prefix,
             connect_timeout=connect_timeout,
         )
@@ -111,7 +110,7 @@ class MCPServer(ToolSource):
             ):
                 yield streams
 
-        return cls(transport, name=name or _without_credentials(url), prefix=prefix, connect_timeout=connect_timeout)
+        return cls(transport, name=name or _address(url), prefix=prefix, connect_timeout=connect_timeout)
 
     def describe(self) -> str:
         return f"MCP server {self.name!r}"
@@ -329,8 +328,18 @@ def _stderr() -> TextIO:
     return sys.stderr
 
 
-def _without_credentials(url: str) -> str:
+def _program_name(command: str, args: Sequence[str]) -> str:
+    """A default server name from its command: the program and its script, never its other arguments (tokens)."""
+    script = next((arg for arg in args if not arg.startswith("-")), None)
+    program = os.path.basename(command)
+    return (
+        program
+        if script is None or not script.endswith((".py", ".js", ".ts", ".mjs"))
+        else f"{program} {os.path.basename(script)}"
+    )
+
+
+def _address(url: str) -> str:
+    """A default server name from its URL: scheme, host and path, without credentials, query or fragment."""
     parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))

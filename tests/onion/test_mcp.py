@@ -309,3 +309,11 @@ async def test_a_model_call_offers_what_the_server_lists_through_model_layers(do
 
     await Agent(FunctionModel(answer), tools=[add, docs]).run("go")
     assert names[0] == "add" and "docs_search" in names
+
+
+async def test_default_server_names_never_carry_arguments_or_url_tokens() -> None:
+    """Errors and traces name a server; the default name leaves out tokens given as arguments or in the URL."""
+    stdio = MCPServer.stdio("/usr/bin/python3", "/srv/notes_server.py", "--api-key", "sk-proj-secret")
+    assert stdio.name == "python3 notes_server.py"
+    http = MCPServer.http("https://user:pw@mcp.example.com/v1/mcp?token=secret#x")
+    assert http.name == "https://mcp.example.com/v1/mcp"
