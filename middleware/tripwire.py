@@ -6,8 +6,9 @@ import asyncio
 import inspect
 import weakref
 from collections.abc import Awaitable, Callable
+from typing import Any
 
-from onion import Handler, Message, ModelCall, ModelResponse, OnionError, Run, Usage
+from onion import Handler, Message, ModelCall, ModelResponse, OnionError, Run, StreamReset, Usage
 
 __all__ = ["TripwireTriggered", "tripwire"]
 
@@ -41,6 +42,11 @@ class tripwire:
     the model call (keep it quick: a regex, a word list). An exception from
     the check propagates and stops the run the same way (fail closed); a
     failed model call waits for the check, then raises its own error.
+
+    On a streamed run, what the model streams while the check decides is
+    held back (`ModelCall.edit_stream`): a trip shows the consumer none of
+    it; once the check passed, the held events go on with the next one (or
+    the answer is shown whole when the call finishes).
 
     Only the run's first model call is checked (`run.steps == 1`): a resumed
     run is not checked again. A `retry` outside this layer reuses the check
@@ -76,15 +82,16 @@ class tripwire:
             self._decide(run, verdict.result())
             response = await call_next(call)
             return response
-        answer: asyncio.Task[ModelResponse] = asyncio.ensure_future(call_next(call))
-        try:
-            self._decide(run, await verdict)
-            return await answer
-        finally:
-            for pending in (answer, verdict):
-                if not pending.done():
-                    pending.cancel()
-            await asyncio.gather(answer, verdict, return_exceptions=True)
+        with call.edit_stream(HeldUntilPassed(verdict)):
+            answer: asyncio.Task[ModelResponse] = asyncio.ensure_future(call_next(call))
+            try:
+                self._decide(run, await verdict)
+                return await answer
+            finally:
+                for pending in (answer, verdict):
+                    if not pending.done():
+                        pending.cancel()
+                await asyncio.gather(answer, verdict, return_exceptions=True)
 
     def _decide(self, run: Run, tripped: object) -> None:
         if not isinstance(tripped, bool):
@@ -99,3 +106,35 @@ class tripwire:
 
     def __repr__(self) -> str:
         return f"tripwire({self.name})"
+
+
+class HeldUntilPassed:
+    """A stream edit: events held back until the check has passed, then sent on with the next one.
+
+    At the end of the model's stream it sends what it holds if the check
+    passed, and keeps it otherwise: a tripped call shows nothing, and a call
+    whose check passes later is shown whole when it finishes.
+    """
+
+    __slots__ = ("held", "verdict")
+
+    def __init__(self, verdict: asyncio.Future[bool]) -> None:
+        self.verdict = verdict
+        self.held: list[Any] = []
+
+    def __call__(self, event: Any) -> list[Any]:
+        if isinstance(event, StreamReset):
+            self.held.clear()
+            return [event]
+        self.held.append(event)
+        return self.end()
+
+    def end(self) -> list[Any]:
+        if not self.passed():
+            return []
+        held, self.held = self.held, []
+        return held
+
+    def passed(self) -> bool:
+        verdict = self.verdict
+        return verdict.done() and not verdict.cancelled() and verdict.exception() is None and verdict.result() is False
