@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, overload
 
@@ -12,7 +11,7 @@ import pydantic
 
 from ._calls import ModelCall, ModelResponse, OutputT, Run, RunResult, ToolBatch, ToolCall, ToolResult
 from ._copies import own_copy, own_message
-from ._durable import finish_recovered_batch, rejection_text, resume_from_store, resume_paused, run_journaled
+from ._durable import finish_recovered_batch, rejection_text, resume_from_store, run_in_store
 from ._events import (
     Event,
     ModelCallFinished,
@@ -27,6 +26,7 @@ from ._history import check_history
 from ._messages import Message, ToolRequest
 from ._model import Model, resolve_model
 from ._output import output_schema
+from ._session_runs import run_in_session, session_of
 from ._stack import Handler, Stack, bad_result, checked_by_default, concurrent_call_next
 from ._state import PausedBatch, PendingCall, RunState, check_resumable, plain_state
 from ._stream_edits import end_stream, send_out
@@ -229,29 +229,7 @@ class Agent(Generic[OutputT]):
         output_type = self.output_type if output_type is None else output_type
         if session is None:
             return await self._run(chains, Run(self, input, self._first_messages(input), state, output_type))
-        return await self._run_in_session(chains, input, state, output_type, self._session(session), None)
-
-    async def _run_in_session(
-        self,
-        chains: _Chains,
-        input: str | Message | Sequence[Message],
-        state: dict[str, Any] | None,
-        output_type: Any,
-        conversation: Session,
-        emit: Callable[[Any], None] | None,
-    ) -> RunResult[Any]:
-        """A run that starts from `conversation`'s messages and appends its own once it completes."""
-        async with conversation.lock():
-            history = await conversation.messages()
-            first = self._first_messages(input)
-            start = 1 if first and first[0].role == "system" else 0
-            run = Run(self, input, [*first[:start], *history, *first[start:]], state, output_type)
-            run.emit = emit
-            start += len(history)
-            result = await self._run(chains, run, conversation, start)
-            if not result.paused:
-                await conversation.append(result.messages[start:])
-            return result
+        return await run_in_session(self, chains, input, state, output_type, session_of(self, session), None)
 
     async def recover(self, run_id: str, *, output_type: Any = None) -> RunResult[Any]:
         """Resume the journaled run `run_id` (its worker died, or it failed) from `agent.store`.
@@ -269,16 +247,6 @@ class Agent(Generic[OutputT]):
         return await resume_from_store(
             self, self.store, run_id, self.output_type if output_type is None else output_type
         )
-
-    def _session(self, session: str | Session) -> Session:
-        if not isinstance(session, str):
-            return session
-        if self.store is None:
-            raise ValueError(
-                f"{self.name}: session={session!r} needs a store to keep it in: "
-                "Agent(..., store=SQLiteStore('onion.db')), or pass session=store.session(id)"
-            )
-        return self.store.session(session)
 
     @overload
     def run_sync(
@@ -386,12 +354,12 @@ class Agent(Generic[OutputT]):
         chains = self._compiled()
         output_type = self.output_type if output_type is None else output_type
         queue = EventQueue()
-        conversation = None if session is None else self._session(session)
+        conversation = None if session is None else session_of(self, session)
 
         async def produce() -> RunResult[Any]:
             try:
                 if conversation is not None:
-                    return await self._run_in_session(chains, input, state, output_type, conversation, queue.put)
+                    return await run_in_session(self, chains, input, state, output_type, conversation, queue.put)
                 run = Run(self, input, self._first_messages(input), state, output_type)
                 run.emit = queue.put
                 return await self._run(chains, run)
@@ -415,10 +383,7 @@ class Agent(Generic[OutputT]):
         self, chains: _Chains, run: Run, session: Session | None = None, session_from: int = 0
     ) -> RunResult[Any]:
         if self.store is not None:
-            if run._resumed is not None:
-                return await resume_paused(self, chains, run, self.store, run._resumed)
-            run.id = f"run-{uuid.uuid4().hex}"
-            return await run_journaled(self, chains, run, self.store, session, session_from)
+            return await run_in_store(self, chains, run, self.store, session, session_from)
         return await self._run_chain(chains, run)
 
     async def _run_chain(self, chains: _Chains, run: Run) -> RunResult[Any]:

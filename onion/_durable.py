@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from ._calls import ModelResponse, Run, RunResult, ToolCall, ToolResult
@@ -17,6 +18,16 @@ if TYPE_CHECKING:
     from ._state import RunState
     from ._tools import Tool
     from .stores import Session, Store
+
+
+async def run_in_store(
+    agent: Agent[Any], chains: _Chains, run: Run, store: Store, session: Session | None, session_from: int
+) -> RunResult[Any]:
+    """Run `run` journaled in `store`: a new run under a fresh id, or a paused one going on."""
+    if run._resumed is not None:
+        return await resume_paused(agent, chains, run, store, run._resumed)
+    run.id = f"run-{uuid.uuid4().hex}"
+    return await run_journaled(agent, chains, run, store, session, session_from)
 
 
 async def run_journaled(
