@@ -120,8 +120,10 @@ def anthropic_request_problem(request: dict[str, Any]) -> str | None:
 def _anthropic_body(response: ModelResponse, model: str) -> dict[str, Any]:
     content: list[dict[str, Any]] = [
         {"type": "thinking", "thinking": block["thinking"], "signature": thinking_signature(block["thinking"])}
-        for block in (response.message.meta or {}).get(THINKING, ())
         if block.get("type") == "thinking"
+        else {"type": "redacted_thinking", "data": block["data"]}
+        for block in (response.message.meta or {}).get(THINKING, ())
+        if block.get("type") in ("thinking", "redacted_thinking")
     ]
     if response.text:
         content.append({"type": "text", "text": response.text})
@@ -153,6 +155,8 @@ def _anthropic_frames(response: ModelResponse, model: str, size: int) -> tuple[l
             opening = {"type": "thinking", "thinking": "", "signature": ""}
             deltas = [{"type": "thinking_delta", "thinking": piece} for piece in _pieces(block["thinking"], size)]
             deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif block["type"] == "redacted_thinking":
+            opening, deltas = block, []  # it comes whole, with no deltas
         elif block["type"] == "text":
             opening = {"type": "text", "text": ""}
             deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(block["text"], size)]
@@ -307,7 +311,8 @@ def _responses_frames(response: ModelResponse, model: str, size: int) -> tuple[l
             )
             head.append(event("response.output_text.done", **place, content_index=0, text=text, logprobs=[]))
         elif item["type"] == "reasoning":
-            head.append(event("response.output_item.added", output_index=index, item=item))
+            head.append(event("response.output_item.added", output_index=index, item={**item, "summary": []}))
+            head.extend(_summary_events(event, place, item["summary"], size))
         else:
             head.append(event("response.output_item.added", output_index=index, item={**item, "arguments": ""}))
             head.extend(
@@ -318,6 +323,23 @@ def _responses_frames(response: ModelResponse, model: str, size: int) -> tuple[l
         head.append(event("response.output_item.done", output_index=index, item=item))
     final = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
     return head, [event(final, response=body)]
+
+
+def _summary_events(
+    event: Callable[..., tuple[str, dict[str, Any]]], place: dict[str, Any], summary: list[Any], size: int
+) -> list[tuple[str, dict[str, Any]]]:
+    """The events streaming a reasoning item's summary parts, as the API sends them before the item is done."""
+    sent = []
+    for number, part in enumerate(summary):
+        where = {**place, "summary_index": number}
+        sent.append(event("response.reasoning_summary_part.added", **where, part={**part, "text": ""}))
+        sent.extend(
+            event("response.reasoning_summary_text.delta", **where, delta=piece)
+            for piece in _pieces(part["text"], size)
+        )
+        sent.append(event("response.reasoning_summary_text.done", **where, text=part["text"]))
+        sent.append(event("response.reasoning_summary_part.done", **where, part=part))
+    return sent
 
 
 BODIES: dict[str, Callable[[ModelResponse, str], dict[str, Any]]] = {
