@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from onion import Message, ModelCall, ModelResponse, Part, Tool, ToolCall, ToolRequest, Usage, output_schema
 
-from .patterns import SECRET_NAME, SECRETS, scrub, scrub_value
+from .patterns import SECRET_NAME, SECRETS, scrub
 
 
 def request_key(call: ModelCall, namespace: str = "", scope: object = None) -> str:
@@ -27,8 +28,8 @@ def request_key(call: ModelCall, namespace: str = "", scope: object = None) -> s
         calls = [[_local(ids, c.id), c.name, c.args, c.raw_args] for c in m.tool_calls] if m.tool_calls else []
         entry = (m.role, m.text, calls, _local(ids, m.tool_call_id), m.is_error, m.meta)
         messages.append(entry if m.content is None else (*entry, [_part_key(part) for part in m.content]))
-    settings = scrub_value(call.settings, SECRETS) if call.settings else None
-    head = (4, namespace, scope, model_options(call.model), settings, messages)
+    settings = hashed_credentials(call.settings) if call.settings else None
+    head = (5, namespace, scope, model_options(call.model), settings, messages)
     digest = hashlib.sha256(_utf8(_canonical(head)))
     digest.update(_tools_part(call.tools))
     if call.output_type is not str:
@@ -49,24 +50,74 @@ _PLAIN = (str, int, float, bool, type(None))
 
 
 def model_options(model: Any) -> dict[str, Any]:
-    """What of `model` decides its answers: its class, its public plain-valued attributes, its `base_url`.
+    """What of `model` decides its answers and who pays for them: its class, its public plain-valued
+    attributes, its `base_url`, and a hash of each of its `credentials()`.
 
     Plain values are str, int, float, bool and None (`AnthropicModel.max_tokens`,
     `OpenAIChatModel.system_role`); clients, lists and private attributes are
-    left out, and credentials are scrubbed (`scrub_value` with `SECRETS`: a
-    value named like one, `api_key`, `password`, or shaped like one).
+    left out. Credentials are never there as such: an attribute named or
+    shaped like one (`hashed_credentials`) and each credential of a model
+    with a `credentials()` method (the provider models: API key, token,
+    organization, a given client's headers) count as `credential_hash`.
     """
-    options = {
+    plain = {
         name: value
         for name, value in getattr(model, "__dict__", {}).items()
         if isinstance(value, _PLAIN) and not name.startswith("_")
     }
-    options.setdefault("name", str(getattr(model, "name", model)))
+    plain.setdefault("name", str(getattr(model, "name", model)))
     base_url = getattr(model, "base_url", None)
     if base_url is not None:
-        options["base_url"] = str(base_url)
-    options["class"] = f"{type(model).__module__}.{type(model).__qualname__}"
-    return scrub_value(options, SECRETS)  # type: ignore[no-any-return]
+        plain["base_url"] = str(base_url)
+    plain["class"] = f"{type(model).__module__}.{type(model).__qualname__}"
+    options: dict[str, Any] = hashed_credentials(plain)
+    credentials = getattr(model, "credentials", None)
+    if callable(credentials):
+        options["credentials"] = {name: credential_hash(value) for name, value in credentials().items()}
+    return options
+
+
+_CREDENTIAL_PREFIX = b"onion.cache.credential\x00"
+"""Puts credential hashes in a domain of their own: no other SHA-256 onion makes equals one."""
+
+
+def credential_hash(value: str) -> str:
+    """How a credential enters a cache key: `sha256:` and the SHA-256 of `value` under a fixed prefix.
+
+    One-way, and equal for equal values: two tenants' keys never share an
+    entry, one tenant's calls do.
+    """
+    return "sha256:" + hashlib.sha256(_CREDENTIAL_PREFIX + _utf8(value)).hexdigest()
+
+
+def hashed_credentials(value: Any) -> Any:
+    """`value` (JSON-like data) with every credential replaced by its `credential_hash`.
+
+    A credential is a value under a name like one (`api_key`, `password`,
+    an `Authorization` or `x-api-key` header: `patterns.SECRET_NAME`) or text
+    shaped like one (`patterns.SECRETS`: a key, a bearer token, a private
+    key, `secret=...`). Containers are rebuilt (tuples become lists).
+    """
+    if isinstance(value, str):
+        if scrub(value, SECRETS) == value:
+            return value
+        for pattern in SECRETS:
+            value = pattern.sub(_hash_match, value)
+        return value
+    if isinstance(value, dict):
+        return {
+            key: credential_hash(item if isinstance(item, str) else _canonical(item))
+            if isinstance(key, str) and item and SECRET_NAME.search(key)
+            else hashed_credentials(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [hashed_credentials(item) for item in value]
+    return value
+
+
+def _hash_match(match: re.Match[str]) -> str:
+    return credential_hash(match.group())
 
 
 def response_contents(message: Message) -> list[Any]:

@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from onion import Handler, ModelCall, ModelResponse, ToolCall, ToolResult
 
 from ._cache_entries import (
+    credential_hash,
     decode_response,
     encode_response,
+    hashed_credentials,
     holds_sensitive,
     model_options,
     request_key,
@@ -150,9 +152,12 @@ class cache:
 
     The key is a SHA-256 of the canonical request: messages, tools (with
     their schemas), the model and its options (`model_options`), settings,
-    `output_type` (its schema, when not `str`) and `namespace`, with
-    credentials scrubbed, independent of dict order and of the tool call
-    ids the provider chose. A hit is a
+    `output_type` (its schema, when not `str`) and `namespace`, independent
+    of dict order and of the tool call ids the provider chose. Credentials
+    (the model's API key, token and client headers, credential settings
+    such as an `Authorization` header) count by a one-way hash
+    (`credential_hash`), so calls under two API keys never share an entry
+    and nothing secret reaches the store. A hit is a
     `ModelResponse` with `cached=True` and zero usage, reusing the stored
     tool call ids (an image's or document's bytes count by their SHA-256).
     Errors are never cached (nor error tool results, nor tool results holding
@@ -281,8 +286,10 @@ __all__ = [
     "MemoryStore",
     "SQLiteStore",
     "cache",
+    "credential_hash",
     "decode_response",
     "encode_response",
+    "hashed_credentials",
     "model_options",
     "request_key",
     "tool_key",

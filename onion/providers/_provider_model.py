@@ -30,6 +30,12 @@ def _keywords(method: Any) -> frozenset[str]:
     return _keyword_names(getattr(method, "__func__", method))
 
 
+def _own_headers(client: Any) -> dict[str, Any]:
+    """The headers a client was given (`default_headers=`), without the SDK's platform headers."""
+    headers = getattr(client, "_custom_headers", None)
+    return dict(headers) if isinstance(headers, dict) else {}
+
+
 class StreamReader(Protocol):
     """Turns a provider's stream events into onion events and, at the end, the `ModelResponse`."""
 
@@ -69,6 +75,8 @@ class ProviderModel(ABC):
     """The SDK's import name, which is also the `ModelError.provider` value."""
     required_fields: ClassVar[tuple[str, ...]]
     """Top-level fields of a whole (not streamed) response that onion reads; a response without one is named."""
+    credential_variables: ClassVar[dict[str, str]]
+    """Each client attribute that identifies who pays (`api_key`, ...) and the variable the SDK reads it from."""
 
     def __init__(
         self,
@@ -123,6 +131,23 @@ class ProviderModel(ABC):
             return str(self._client.base_url)
         url = self._options.get("base_url") or os.environ.get(f"{self.provider.upper()}_BASE_URL")
         return None if url is None else str(url)
+
+    def credentials(self) -> dict[str, str]:
+        """Who the requests are made as: API key, token, organization, a given client's own headers, by name.
+
+        Read from the client (given or built), else from `api_key=` and the
+        SDK's environment variables, without building one: the same either
+        way. For keeping tenants apart (`cache` keys by a hash of each);
+        these are secrets, never log or store them.
+        """
+        client = self._client
+        if client is None:
+            found = {name: os.environ.get(variable) for name, variable in self.credential_variables.items()}
+            found["api_key"] = self._options.get("api_key") or found.get("api_key")
+            return {name: str(value) for name, value in found.items() if value}
+        found = {name: getattr(client, name, None) for name in self.credential_variables}
+        found.update({f"header {name.lower()}": value for name, value in _own_headers(client).items()})
+        return {name: str(value) for name, value in found.items() if isinstance(value, str) and value}
 
     async def aclose(self) -> None:
         """Close the client if onion built it (a client passed in stays open)."""

@@ -6,7 +6,7 @@ onion builds a client, never by `import onion`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from .._calls import ModelCall, ModelResponse
 from .._output import OutputSchema
@@ -40,6 +40,10 @@ class AnthropicModel(ProviderModel):
     """
 
     provider = "anthropic"
+    credential_variables: ClassVar[dict[str, str]] = {
+        "api_key": "ANTHROPIC_API_KEY",
+        "auth_token": "ANTHROPIC_AUTH_TOKEN",
+    }
     required_fields = ("content", "usage")
 
     def __init__(

@@ -6,7 +6,7 @@ The SDK is imported when onion builds a client, never by `import onion`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from .._calls import ModelCall, ModelResponse
 from .._output import OutputSchema
@@ -50,6 +50,11 @@ class OpenAIChatModel(ProviderModel):
     """
 
     provider = "openai"
+    credential_variables: ClassVar[dict[str, str]] = {
+        "api_key": "OPENAI_API_KEY",
+        "organization": "OPENAI_ORG_ID",
+        "project": "OPENAI_PROJECT_ID",
+    }
     required_fields = ("choices",)
 
     def __init__(

@@ -6,7 +6,7 @@ when onion builds a client, never by `import onion`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from .._calls import ModelCall, ModelResponse
 from .._output import OutputSchema
@@ -36,6 +36,11 @@ class OpenAIResponsesModel(ProviderModel):
     """
 
     provider = "openai"
+    credential_variables: ClassVar[dict[str, str]] = {
+        "api_key": "OPENAI_API_KEY",
+        "organization": "OPENAI_ORG_ID",
+        "project": "OPENAI_PROJECT_ID",
+    }
     required_fields = ("output",)
 
     def __init__(

@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel
 
 from middleware import _cache_entries as cache_entries
 from middleware import cache, redact, retry
+from middleware._cache_entries import credential_hash, hashed_credentials, model_options
 from middleware.cache import MemoryStore, SQLiteStore, decode_response, encode_response, request_key
 from onion import (
     Agent,
@@ -431,9 +433,15 @@ async def test_an_answer_made_under_other_model_options_is_not_served(
     assert [request.body["max_tokens"] for request in server.requests] == [16, 4096]
 
 
-async def test_the_key_covers_model_options_and_base_url_but_no_credentials() -> None:
-    """Every model option that changes the answer splits the key; API keys and auth headers never reach it."""
+async def test_the_key_covers_model_options_base_url_and_a_hash_of_each_credential_never_the_credential() -> None:
+    """Every model option that changes the answer splits the key, and so does each credential (API key, auth
+    header, a client's own headers): by its SHA-256, so the key's input never holds a credential itself."""
+    from anthropic import AsyncAnthropic
     from openai import AsyncOpenAI
+
+    def head(model: object, settings: dict[str, Any] | None = None) -> str:
+        """What the key hashes, besides the messages and tools: the model's options and the settings."""
+        return json.dumps([model_options(model), hashed_credentials(settings or {})])
 
     def key(model: object, settings: dict[str, Any] | None = None) -> str:
         agent = Agent(ScriptedModel([]))
@@ -443,15 +451,23 @@ async def test_the_key_covers_model_options_and_base_url_but_no_credentials() ->
     def anthropic(**options: Any) -> AnthropicModel:
         return AnthropicModel("claude-x", **{"api_key": "sk-ant-api03-first-secret", **options})
 
-    assert key(anthropic()) == key(anthropic(api_key="sk-ant-api03-other-secret"))
+    assert key(anthropic()) == key(anthropic()) != key(anthropic(api_key="sk-ant-api03-other-secret"))
+    assert "first-secret" not in head(anthropic())
     assert key(anthropic()) != key(anthropic(max_tokens=16))
     assert key(anthropic(base_url="http://a.test")) != key(anthropic(base_url="http://b.test"))
+    built = anthropic()
+    unbuilt_key = key(built)
+    assert built.client.api_key == "sk-ant-api03-first-secret" and key(built) == unbuilt_key
+    await built.aclose()
     chat = OpenAIChatModel("gpt-x", api_key="k")
     assert key(chat) != key(OpenAIChatModel("gpt-x", api_key="k", system_role="developer"))
     assert key(chat) != key(OpenAIResponsesModel("gpt-x", api_key="k"))
     clients = [AsyncOpenAI(api_key="k", base_url=f"http://{host}.test/v1") for host in "ab"]
     assert key(OpenAIChatModel("gpt-x", client=clients[0])) != key(OpenAIChatModel("gpt-x", client=clients[1]))
-    for client in clients:
+    tenants = [AsyncAnthropic(api_key="k", default_headers={"X-Tenant-Token": token}) for token in ("t-one", "t-two")]
+    assert key(AnthropicModel("claude-x", client=tenants[0])) != key(AnthropicModel("claude-x", client=tenants[1]))
+    assert "t-one" not in head(AnthropicModel("claude-x", client=tenants[0]))
+    for client in [*clients, *tenants]:
         await client.close()
 
     class Homemade(ScriptedModel):
@@ -459,12 +475,73 @@ async def test_the_key_covers_model_options_and_base_url_but_no_credentials() ->
             super().__init__([])
             self.api_key, self.temperature = api_key, temperature
 
-    assert key(Homemade("one-secret", 0.5)) == key(Homemade("other-secret", 0.5)) != key(Homemade("one-secret", 1))
+    assert key(Homemade("one-secret", 0.5)) == key(Homemade("one-secret", 0.5))
+    assert key(Homemade("one-secret", 0.5)) != key(Homemade("other-secret", 0.5)) != key(Homemade("one-secret", 1))
+    assert "one-secret" not in head(Homemade("one-secret", 0.5))
 
     headers = {"extra_headers": {"Authorization": "Bearer first-secret-token", "x-api-key": "k1"}, "api_key": "k1"}
     others = {"extra_headers": {"Authorization": "Bearer other-secret-token", "x-api-key": "k2"}, "api_key": "k2"}
-    assert key(anthropic(), headers) == key(anthropic(), others) != key(anthropic())
+    assert key(anthropic(), headers) == key(anthropic(), dict(headers)) != key(anthropic(), others)
+    assert key(anthropic(), others) != key(anthropic())
+    assert not any(secret in head(anthropic(), headers) for secret in ("first-secret-token", '"k1"'))
     assert key(anthropic(), {"max_tokens": 16}) != key(anthropic(), {"max_tokens": 4096})
+    text = "use sk-ant-api03-abcdefghijklmnopqrstuvwxyz now"
+    assert hashed_credentials(text) == f"use {credential_hash('sk-ant-api03-abcdefghijklmnopqrstuvwxyz')} now"
+    prefixed = hashlib.sha256(b"onion.cache.credential\x00sk-ant-api03-abcdefghijklmnopqrstuvwxyz")
+    assert credential_hash("sk-ant-api03-abcdefghijklmnopqrstuvwxyz") == "sha256:" + prefixed.hexdigest()
+
+
+TENANT_KEYS = ("sk-ant-api03-tenant-a-0123456789abcdef", "sk-ant-api03-tenant-b-0123456789abcdef")
+
+
+async def test_two_api_keys_asking_the_same_never_share_an_answer_and_one_key_does(
+    server: FakeProviderServer, one_ssl_context: None
+) -> None:
+    """Through the real SDK: tenants A and B (two API keys) ask the same; each request reaches the API once,
+    under its own key; A asking again is served from the cache."""
+    layer = cache()
+    server.script(["A's answer", "B's answer"])
+    models = [AnthropicModel("claude-test", base_url=server.url, api_key=key) for key in (*TENANT_KEYS, TENANT_KEYS[0])]
+    try:
+        outputs = [(await Agent(model).use(layer).run("same question")).output for model in models]
+    finally:
+        for model in models:
+            await model.aclose()
+    assert outputs == ["A's answer", "B's answer", "A's answer"]
+    sent_as = [[key for key in TENANT_KEYS if key in str(request.headers)] for request in server.requests]
+    assert sent_as == [[TENANT_KEYS[0]], [TENANT_KEYS[1]]]
+    assert (layer.hits, layer.misses) == (1, 2)
+
+
+async def test_no_api_key_nor_its_hash_reaches_the_sqlite_file_or_redis(
+    tmp_path: Path, server: FakeProviderServer, redis_url: str, one_ssl_context: None
+) -> None:
+    """Entries made under two API keys (in the model and in an `Authorization` setting) leave neither the keys
+    nor their credential hashes in the SQLite cache file (database and WAL) or in Redis's keys and values."""
+    from onion.stores import RedisStore
+
+    path = tmp_path / "cache.db"
+    namespace = f"t{uuid.uuid4().hex[:12]}"
+    server.script(["one", "two", "three", "four"])
+    async with RedisStore(redis_url, namespace=namespace) as redis_store:
+        with SQLiteStore(path) as sqlite_store:
+            for store in (sqlite_store, redis_store):
+                for key in TENANT_KEYS:
+                    model = AnthropicModel("claude-test", base_url=server.url, api_key=key)
+                    settings = {"extra_headers": {"Authorization": f"Bearer {key}"}}
+                    try:
+                        await Agent(model, settings=settings).use(cache(store=store)).run("same question")
+                    finally:
+                        await model.aclose()
+            stored = b"".join(file.read_bytes() for file in tmp_path.iterdir())
+        client = redis_store._client()
+        names = await client.keys(f"{namespace}:*")
+        assert len(names) == 2
+        stored += "".join([*names, *[await client.get(name) for name in names]]).encode()
+    assert len(server.requests) == 4
+    for key in TENANT_KEYS:
+        for leak in (key, credential_hash(key), credential_hash(key).removeprefix("sha256:")):
+            assert leak.encode() not in stored
 
 
 async def test_with_redact_outside_nothing_secret_or_personal_reaches_the_cache_file(tmp_path: Path) -> None:
