@@ -10,11 +10,11 @@ import sys
 import time
 from collections.abc import Callable
 
-from . import concurrency, durable, imports, library, loop, peers, stack, tracing
+from . import concurrency, durable, imports, library, loop, peers, redis_stores, stack, tracing
 from .table import Row, render
 from .timing import FULL, QUICK, SMOKE, Scale
 
-SECTIONS = ("stack", "loop", "tracing", "peers", "concurrency", "library", "durable", "import")
+SECTIONS = ("stack", "loop", "tracing", "peers", "concurrency", "library", "durable", "redis", "import")
 
 
 def machine() -> str:
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> None:
         "concurrency": lambda: concurrency.rows(scale),
         "library": lambda: library.rows(scale),
         "durable": lambda: durable.rows(scale),
+        "redis": lambda: redis_stores.rows(scale),
         "import": lambda: imports.rows(scale),
     }
     rows: list[Row] = []

@@ -5,16 +5,14 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import socket
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
 from hypothesis import settings
 
-from onion.testing import FakeProviderServer
+from onion.testing import FakeProviderServer, RedisServer
 
 # Property tests explore the same examples on every run (CI never fails on a new random draw);
 # `HYPOTHESIS_PROFILE=explore` searches afresh.
@@ -54,36 +52,6 @@ def one_ssl_context() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(httpcore2, "default_ssl_context", functools.cache(httpcore2.default_ssl_context))
         yield
-
-
-class RedisServer:
-    """A `redis-server` on 127.0.0.1 at a free port, without persistence; `stop()` and `start()` it again."""
-
-    def __init__(self, binary: str) -> None:
-        self.binary = binary
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self._process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> RedisServer:
-        command = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        self._process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(500):
-            with socket.socket() as client:
-                if client.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return self
-            if self._process.poll() is not None:
-                break
-            time.sleep(0.01)
-        raise RuntimeError(f"redis-server did not start on port {self.port}")
-
-    def stop(self) -> None:
-        if self._process is not None:
-            self._process.terminate()
-            self._process.wait(timeout=10)
-            self._process = None
 
 
 def redis_binary() -> str | None:

@@ -1,8 +1,9 @@
-"""Test doubles that ship with onion: scripted models for offline runs and tests, fake time."""
+"""Test doubles that ship with onion: scripted models for offline runs and tests, fake time, a throwaway Redis."""
 
 from __future__ import annotations
 
 from ._models import FunctionModel, ScriptedModel, ScriptItem, call, to_response
+from ._redis import RedisServer
 from ._time import FakeTime
 from .server import (
     BadGzip,
@@ -29,6 +30,7 @@ __all__ = [
     "HTTPError",
     "MalformedBody",
     "RecordedRequest",
+    "RedisServer",
     "ScriptItem",
     "ScriptedModel",
     "ServerItem",

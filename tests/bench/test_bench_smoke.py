@@ -31,10 +31,11 @@ def smoke_table() -> tuple[str, dict[str, list[str]]]:
 
 
 def test_bench_prints_one_table_with_every_expected_row() -> None:
-    """Header, then stack, loop, tracing, peers (measured or skipped), concurrency, library, durable and import rows."""
+    """Header, then stack, loop, tracing, peers (measured or skipped), concurrency, library, durable, redis (measured,
+    or skipped without a redis-server) and import rows."""
     header, rows = smoke_table()
     assert header.startswith("onion benchmarks (smoke")
-    assert list(rows) == ["stack", "loop", "tracing", "peers", "concurrency", "library", "durable", "import"]
+    assert list(rows) == ["stack", "loop", "tracing", "peers", "concurrency", "library", "durable", "redis", "import"]
     expected = {
         "stack": [
             f"{kind} kind, {n}" for kind in ("model", "tool") for n in ("0 layers", "1 layer,", "5 l", "10 l", "20 l")
@@ -47,6 +48,8 @@ def test_bench_prints_one_table_with_every_expected_row() -> None:
         "durable": ["SQLiteStore", "per model call", "per tool call", "concurrent journaled runs"],
         "import": ["import onion", "import middleware"],
     }
+    if not any("skipped: no redis-server" in line for line in rows["redis"]):
+        expected["redis"] = ["rate_limit", "cache, per model call that misses", "journal, +1", "concurrent runs"]
     for section, names in expected.items():
         for name in names:
             assert any(name in line for line in rows[section]), f"no {section} row with {name!r}"

@@ -12,7 +12,7 @@ from middleware import cache, concurrency, rate_limit
 from onion import Agent, tool
 from onion.errors import RunBusy, StoreUnavailable
 from onion.stores import RedisStore
-from onion.testing import ScriptedModel, call
+from onion.testing import RedisServer, ScriptedModel, call
 
 
 def namespace() -> str:
@@ -89,8 +89,6 @@ async def test_redis_down_at_start_rate_limit_fails_closed_or_open_cache_misses_
 ) -> None:
     """With nothing listening: rate_limit raises StoreUnavailable (or lets calls through with fail_open=True),
     the cache misses with one warning, and a journaled run fails before it starts, naming Redis."""
-    from tests.conftest import RedisServer
-
     url = RedisServer(redis_bin).url  # never started
     async with RedisStore(url, connect_timeout=0.5) as store, RedisStore(url, fail_open=True) as open_store:
         closed = Agent(ScriptedModel(["a"])).use(rate_limit(rpm=10, store=store))
