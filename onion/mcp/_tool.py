@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from typing import TYPE_CHECKING, Any
 
 import mcp.types as mcp_types
 
 from .._calls import ToolCall, ToolResult
+from .._content import IMAGE_TYPES, Document, Image, Part
 from .._tools import Tool
 
 if TYPE_CHECKING:
@@ -64,35 +66,66 @@ class MCPTool(Tool):
 def tool_result(result: mcp_types.CallToolResult) -> ToolResult:
     """The `ToolResult` a server's answer becomes.
 
-    Text blocks are the text, in order; a result without text block reads
-    as its structured content in JSON; images, audio and resources are
-    described (kind, media type, size, URI) rather than dropped. `isError`
-    makes it an error result. `value` is the SDK's `CallToolResult`.
+    Text blocks are text, in order; a result without text block reads as its
+    structured content in JSON. Images (PNG, JPEG, GIF, WebP) become
+    `onion.Image` parts and PDFs `onion.Document` parts, so the model sees
+    them; an embedded resource is named by its URI, then its text or part.
+    What no model here takes (audio, other media types, undecodable data)
+    is a text placeholder naming its type and size, never dropped silently.
+    `isError` makes it an error result. `value` is the SDK's `CallToolResult`.
     """
-    parts = [_describe(block) for block in result.content]
+    parts: list[Part] = [part for block in result.content for part in _parts(block)]
     if result.structured_content is not None and not any(block.type == "text" for block in result.content):
         parts.insert(0, json.dumps(result.structured_content, ensure_ascii=False, default=str))
-    text = "\n".join(parts)
-    if result.is_error and not text:
-        text = "The tool reported an error without a message."
-    return ToolResult(text, is_error=result.is_error, value=result)
+    content = _joined(parts)
+    if result.is_error and not content:
+        content = "The tool reported an error without a message."
+    return ToolResult(content, is_error=result.is_error, value=result)
 
 
-def _describe(block: mcp_types.ContentBlock) -> str:
+def _parts(block: mcp_types.ContentBlock) -> list[Part]:
     if isinstance(block, mcp_types.TextContent):
-        return block.text
+        return [block.text]
     if isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):
-        return f"[{block.type} {block.mime_type}, {_size(block.data)} bytes, not shown]"
+        return [_media(block.type, block.data, block.mime_type, f"{block.type} {block.mime_type}")]
     if isinstance(block, mcp_types.ResourceLink):
         kind = f" {block.mime_type}" if block.mime_type else ""
-        return f"[resource link {block.name}{kind}: {block.uri}]"
+        return [f"[resource link {block.name}{kind}: {block.uri}]"]
     resource = block.resource
     if isinstance(resource, mcp_types.TextResourceContents):
-        return f"[resource {resource.uri}]\n{resource.text}"
-    kind = f" {resource.mime_type}" if resource.mime_type else ""
-    return f"[resource {resource.uri}{kind}, {_size(resource.blob)} bytes, not shown]"
+        return [f"[resource {resource.uri}]", resource.text]
+    mime_type = resource.mime_type or ""
+    part = _media("resource", resource.blob, mime_type, f"resource {resource.uri} {mime_type}".rstrip())
+    return [part] if isinstance(part, str) else [f"[resource {resource.uri}]", part]
 
 
-def _size(data: str) -> int:
-    """The size of base64 `data` once decoded."""
-    return len(data.strip().rstrip("=")) * 3 // 4
+def _media(kind: str, data: str, mime_type: str, label: str) -> Part:
+    """An `Image` or `Document` for base64 `data` of `mime_type`, or a placeholder `[label, ...]` saying why not."""
+    try:
+        raw = base64.b64decode("".join(data.split()), validate=True)
+    except ValueError:
+        return f"[{label}, not shown: its data is not valid base64]"
+    if mime_type in IMAGE_TYPES:
+        return Image(data=raw, media_type=mime_type)
+    if mime_type == "application/pdf":
+        return Document(data=raw)
+    if kind == "audio":
+        why = "onion cannot pass audio to a model"
+    elif kind == "image":
+        why = f"a model takes {', '.join(IMAGE_TYPES[:-1])} or {IMAGE_TYPES[-1]}"
+    else:
+        why = "a model takes images and PDF documents only"
+    return f"[{label}, {len(raw)} bytes, not shown: {why}]"
+
+
+def _joined(parts: list[Part]) -> str | list[Part]:
+    """Text alone when every part is text; otherwise the parts, each run of text joined by line breaks."""
+    if all(isinstance(part, str) for part in parts):
+        return "\n".join(part for part in parts if isinstance(part, str))
+    joined: list[Part] = []
+    for part in parts:
+        if isinstance(part, str) and joined and isinstance(joined[-1], str):
+            joined[-1] = f"{joined[-1]}\n{part}"
+        else:
+            joined.append(part)
+    return joined

@@ -15,7 +15,20 @@ from typing import Any
 import anyio
 from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, ImageContent, TextContent
+from mcp.types import (
+    AudioContent,
+    BlobResourceContents,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    TextContent,
+    TextResourceContents,
+)
+
+PNG_B64 = "iVBORw0KGgo="
+"""The PNG signature, base64: the image the `picture` and `attachments` tools return."""
+PDF_B64 = "JVBERi0xLjcgZmFrZQ=="
+"""`%PDF-1.7 fake`, base64."""
 
 
 def build() -> MCPServer:
@@ -58,8 +71,29 @@ def build() -> MCPServer:
     @server.tool()
     def picture() -> CallToolResult:
         """A caption and an image."""
-        image = ImageContent(type="image", data="iVBORw0KGgo=", mime_type="image/png")
+        image = ImageContent(type="image", data=PNG_B64, mime_type="image/png")
         return CallToolResult(content=[TextContent(type="text", text="a red dot"), image])
+
+    @server.tool()
+    def attachments() -> CallToolResult:
+        """A recording, an SVG drawing, a chart, a PDF, a binary dump and a note, as MCP content blocks."""
+
+        def blob(uri: str, data: str, mime_type: str) -> EmbeddedResource:
+            return EmbeddedResource(
+                type="resource", resource=BlobResourceContents(uri=uri, blob=data, mime_type=mime_type)
+            )
+
+        note = TextResourceContents(uri="file:///note.txt", text="remember the milk")
+        return CallToolResult(
+            content=[
+                AudioContent(type="audio", data="UklGRgAAAAA=", mime_type="audio/wav"),
+                ImageContent(type="image", data="PHN2Zy8+", mime_type="image/svg+xml"),
+                blob("file:///chart.png", PNG_B64, "image/png"),
+                blob("file:///report.pdf", PDF_B64, "application/pdf"),
+                blob("file:///dump.bin", "AAAA", "application/octet-stream"),
+                EmbeddedResource(type="resource", resource=note),
+            ]
+        )
 
     @server.tool()
     async def hang(token: str, marker: str = "") -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import re
 import runpy
@@ -28,15 +29,19 @@ from mcp.types import (
 )
 
 from middleware import approve, deny_tools, timeout
-from onion import Agent, ModelCall, RunState, ToolCall, tool
+from onion import Agent, Document, Image, ModelCall, RunState, ToolCall, tool
 from onion.errors import MCPServerError, ToolNameClash
 from onion.hooks import before_each_tool
 from onion.mcp import MCPServer, MCPTool, tool_result
-from onion.testing import FunctionModel, ScriptedModel, call
+from onion.providers import AnthropicModel
+from onion.testing import FakeProviderServer, FunctionModel, ScriptedModel, call
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 SERVER = Path(__file__).with_name("mcp_server.py")
+PNG_B64 = "iVBORw0KGgo="
+"""The image the test server's `picture` and `attachments` tools return (as mcp_server.py has it)."""
+PDF_B64 = "JVBERi0xLjcgZmFrZQ=="
 
 
 @tool
@@ -162,7 +167,7 @@ async def test_error_results_for_is_error_a_raising_tool_and_a_protocol_error_an
     assert broken[1] and "broken" in broken[0]
     assert refused[1] and f"MCP server {docs.name!r}" in refused[0] and "-32001" in refused[0]
     assert "not allowed for this client" in refused[0]
-    assert picture == ("a red dot\n[image image/png, 8 bytes, not shown]", False)
+    assert picture == ("a red dot", False)  # the image is a part of the result (see below), not text
     assert result.output == "ok"
 
 
@@ -271,6 +276,55 @@ async def test_a_tool_list_the_server_says_changed_is_listed_again(http_url: str
     assert not asyncio.all_tasks() - tasks
 
 
+PNG = base64.b64decode(PNG_B64)
+
+
+async def test_an_image_an_mcp_tool_returns_reaches_the_model_as_an_image_part(docs: MCPServer) -> None:
+    """The model reads the caption and the image itself (an `onion.Image`), not a description of it."""
+    model = ScriptedModel([[call("docs_picture")], "a red dot"])
+    result = await Agent(model, tools=[docs]).run("draw")
+    answer = model.requests[1].messages[-1]
+    assert answer.role == "tool" and not answer.is_error
+    assert answer.parts == ["a red dot", Image(data=PNG, media_type="image/png")]
+    assert result.messages[-2].parts == answer.parts
+
+
+async def test_mcp_audio_and_resources_become_parts_where_they_can_and_named_placeholders_where_not(
+    docs: MCPServer,
+) -> None:
+    """Images and PDFs (embedded or not) are parts; audio, an SVG and other binaries are text naming their type."""
+    model = ScriptedModel([[call("docs_attachments")], "ok"])
+    await Agent(model, tools=[docs]).run("show me")
+    assert model.requests[1].messages[-1].parts == [
+        "[audio audio/wav, 8 bytes, not shown: onion cannot pass audio to a model]\n"
+        "[image image/svg+xml, 6 bytes, not shown: a model takes image/png, image/jpeg, image/gif or image/webp]\n"
+        "[resource file:///chart.png]",
+        Image(data=PNG, media_type="image/png"),
+        "[resource file:///report.pdf]",
+        Document(data=base64.b64decode(PDF_B64)),
+        "[resource file:///dump.bin application/octet-stream, 3 bytes, not shown: "
+        "a model takes images and PDF documents only]\n"
+        "[resource file:///note.txt]\n"
+        "remember the milk",
+    ]
+
+
+async def test_an_mcp_image_is_sent_to_the_provider_as_an_image_block(one_ssl_context: None) -> None:
+    """Through the real Anthropic SDK: the tool_result of the MCP call carries the image block."""
+    server = MCPServer.stdio(sys.executable, str(SERVER), prefix="docs_", name="docs")
+    with FakeProviderServer([[call("docs_picture")], "a red dot"]) as provider:
+        model = AnthropicModel("claude-test", base_url=provider.url, api_key="test-key")
+        async with Agent(model, tools=[server]) as agent:
+            assert (await agent.run("draw")).output == "a red dot"
+        await model.aclose()
+    result_block = provider.requests[1].body["messages"][-1]["content"][0]
+    assert result_block["type"] == "tool_result"
+    assert result_block["content"] == [
+        {"type": "text", "text": "a red dot"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64}},
+    ]
+
+
 async def test_results_read_as_text_structured_json_and_described_content() -> None:
     """Text blocks in order; structured content as JSON when no text carries it; other content described."""
     text = CallToolResult(content=[TextContent(type="text", text="a"), TextContent(type="text", text="b")])
@@ -281,19 +335,23 @@ async def test_results_read_as_text_structured_json_and_described_content() -> N
     assert tool_result(both).content == "1"
     described = CallToolResult(
         content=[
-            ImageContent(type="image", data="aGVsbG8=", mime_type="image/png"),
+            ImageContent(type="image", data="not base64!", mime_type="image/png"),
             ResourceLink(type="resource_link", name="report", uri="file:///r.pdf", mime_type="application/pdf"),
             EmbeddedResource(type="resource", resource=TextResourceContents(uri="file:///a.txt", text="hi")),
             EmbeddedResource(type="resource", resource=BlobResourceContents(uri="file:///b.bin", blob="AAAA")),
         ]
     )
     assert tool_result(described).content.splitlines() == [
-        "[image image/png, 5 bytes, not shown]",
+        "[image image/png, not shown: its data is not valid base64]",
         "[resource link report application/pdf: file:///r.pdf]",
         "[resource file:///a.txt]",
         "hi",
-        "[resource file:///b.bin, 3 bytes, not shown]",
+        "[resource file:///b.bin, 3 bytes, not shown: a model takes images and PDF documents only]",
     ]
+    image = tool_result(
+        CallToolResult(content=[ImageContent(type="image", data=PNG_B64, mime_type="image/png")], is_error=True)
+    )
+    assert image.content == [Image(data=PNG, media_type="image/png")] and image.is_error
     failed = tool_result(CallToolResult(content=[], is_error=True))
     assert failed.is_error and failed.content == "The tool reported an error without a message."
     assert isinstance(failed.value, CallToolResult)
