@@ -105,9 +105,9 @@ def _media(kind: str, data: str, mime_type: str, label: str) -> Part:
         raw = base64.b64decode("".join(data.split()), validate=True)
     except ValueError:
         return f"[{label}, not shown: its data is not valid base64]"
-    if mime_type in IMAGE_TYPES:
+    if kind != "audio" and mime_type in IMAGE_TYPES:
         return Image(data=raw, media_type=mime_type)
-    if mime_type == "application/pdf":
+    if kind == "resource" and mime_type == "application/pdf":
         return Document(data=raw)
     if kind == "audio":
         why = "onion cannot pass audio to a model"

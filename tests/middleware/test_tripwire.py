@@ -315,3 +315,22 @@ async def test_a_passing_check_releases_the_held_deltas_and_the_consumer_sees_th
     assert error is None
     assert not any(isinstance(e, StreamReset) for e in shown)
     assert text_shown(shown) == "The weather in Paris is sunny and mild today."
+
+
+async def test_an_answer_streamed_whole_before_the_check_passed_is_shown_once_when_the_call_finishes() -> None:
+    """Nothing is shown while the check decides; once it passed the answer comes as one delta, with no reset."""
+    model_done = asyncio.Event()
+
+    async def answer(call_: ModelCall) -> str:
+        model_done.set()  # FunctionModel streams the answer's deltas right after this returns
+        return "A long and harmless answer, streamed in pieces."
+
+    async def slow_but_harmless(run: Run) -> bool:
+        await model_done.wait()  # the model's task streams every delta before this one resumes
+        return False
+
+    agent = Agent(FunctionModel(answer)).use(tripwire(slow_but_harmless))
+    shown, error = await streamed_events(agent, "hello")
+    assert error is None
+    deltas = [e for e in shown if isinstance(e, TextDelta | StreamReset)]
+    assert deltas == [TextDelta("A long and harmless answer, streamed in pieces.")]
