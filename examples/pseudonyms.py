@@ -1,4 +1,4 @@
-"""Pseudonyms: the model works with `<EMAIL_1>`; the tool, the history and the reader get the real address.
+"""Pseudonyms: the model and the history work with `<EMAIL_1>`; the tool and the reader get the real address.
 
 `python examples/pseudonyms.py` streams one run: the user asks to mail a
 customer, the model (scripted here, speaking only in placeholders) asks the

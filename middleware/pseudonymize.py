@@ -1,27 +1,36 @@
-"""`pseudonymize`: personal data reaches the model as stable placeholders, and comes back real."""
+"""`pseudonymize`: personal data reaches the model, the history and the store as stable placeholders;
+tools and the user get the real values."""
 
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from onion import (
     Handler,
     Message,
     ModelCall,
+    ModelCallFinished,
     ModelResponse,
     Run,
     RunResult,
     StreamReset,
     TextDelta,
+    ToolCall,
+    ToolCallStarted,
     ToolRequest,
+    ToolResult,
+    ToolResultEvent,
+    output_schema,
 )
+from onion.errors import RunStateError
 
 from .patterns import CARD_NUMBER, EMAIL, IBAN, PHONE, iban_valid, luhn_valid, phone_valid
 
-__all__ = ["Pseudonyms", "RestoredStream", "pseudonymize"]
+__all__ = ["MemoryVault", "Pseudonyms", "RestoredEvents", "RestoredStream", "Vault", "pseudonymize"]
 
 Rule = tuple[str, re.Pattern[str], Callable[[str], bool] | None]
 
@@ -39,7 +48,7 @@ _OPEN_PLACEHOLDER = re.compile(r"<[A-Z0-9_]{0,64}\Z")
 
 _LABEL = re.compile(r"[A-Z][A-Z0-9_]*\Z")
 _KEY = "pseudonymize"
-"""Where a paused run keeps its placeholders (`run.private`)."""
+"""Where a `RunState` saved by onion before 0.x kept the placeholders in clear (`run.private`): still read."""
 
 
 class Pseudonyms:
@@ -55,6 +64,12 @@ class Pseudonyms:
         for placeholder in self.values:
             label = placeholder[1:].rpartition("_")[0]
             self.counts[label] = self.counts.get(label, 0) + 1
+
+    def skip(self, placeholders: set[str]) -> None:
+        """Number new values after `placeholders` (made by a run whose values are not known here)."""
+        for placeholder in placeholders:
+            label, _, number = placeholder[1:-1].rpartition("_")
+            self.counts[label] = max(self.counts.get(label, 0), int(number))
 
     def placeholder(self, label: str, value: str) -> str:
         """`value`'s placeholder, a new one (`<LABEL_n>`, the next `n` of that label) the first time."""
@@ -82,8 +97,53 @@ class Pseudonyms:
         return value
 
 
+class Vault(Protocol):
+    """Where `pseudonymize` keeps the real values behind a run's (or a session's) placeholders between runs.
+
+    Keys are `run:<run id>` (a paused run) and `session:<session id>`;
+    values map each placeholder to its real value. Whatever holds them
+    holds personal data: encrypt it, or keep it in memory (`MemoryVault`).
+    """
+
+    async def get(self, key: str) -> dict[str, str] | None: ...
+
+    async def set(self, key: str, values: dict[str, str]) -> None: ...
+
+    async def delete(self, key: str) -> None: ...
+
+
+class MemoryVault:
+    """The default `Vault`: this process's memory, the `max_entries` most recently used mappings.
+
+    Gone when the process ends: a run paused here resumes with its real
+    values only in this process.
+    """
+
+    def __init__(self, max_entries: int = 10_000) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[str, dict[str, str]] = OrderedDict()
+
+    async def get(self, key: str) -> dict[str, str] | None:
+        values = self._entries.get(key)
+        if values is not None:
+            self._entries.move_to_end(key)
+        return None if values is None else dict(values)
+
+    async def set(self, key: str, values: dict[str, str]) -> None:
+        self._entries[key] = dict(values)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+    async def delete(self, key: str) -> None:
+        self._entries.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 class pseudonymize:
-    """Replace personal data with stable placeholders before the model, and put the real values back after.
+    """Replace personal data with stable placeholders in the run's history; tools and the user get the real values.
 
     Each value found (built in: IBANs passing their checksum, e-mail
     addresses, card numbers passing the Luhn check, phone numbers; then each
@@ -93,23 +153,33 @@ class pseudonymize:
     comes up), so the model can still tell values apart and refer to them.
     Your own patterns are applied first.
 
-    Model calls send copies of the messages with the values replaced;
-    `run.messages` keeps the real ones. The model's answer comes back with
-    its placeholders restored (text and tool-call arguments), so tools get
-    the real values, the history and `result.output` hold them, and a
+    The history holds the placeholders: the input, every message before
+    each model call (injected ones too), the model's answers and tool
+    results; so do `result.messages`, the journal, sessions and a paused
+    run's `RunState`: nothing onion persists holds a value it replaced.
+    The real values come back where they are used: a tool gets its
+    arguments restored, `result.output` is the final answer restored, and a
     streamed run's `TextDelta`s show them (a placeholder split across deltas
     is held until whole). Placeholders the run never made are left as they
-    are. The mapping lives in the layer while the run goes, and in the
-    `RunState` of a paused run (`run.private`), never in `run.state`; a
-    `log`, `cache` or trace inside this layer sees only placeholders. Each
-    message is scanned once per run (remembered by the layer); one edited in
-    place gets a fresh pass when its `text` or `tool_calls` is reassigned.
+    are.
+
+    The mapping lives in `vault` (a `MemoryVault` of this process by
+    default): under the run's id while it is paused, and under the session
+    for a run on one. A paused (or crashed) run resumed where the vault does
+    not have its values raises `RunStateError` before anything runs; give
+    every process one shared `Vault` to resume anywhere. A new run whose
+    history holds placeholders it has no values for leaves them as they are
+    and numbers new values after them.
     """
 
-    __slots__ = ("_memos", "_runs", "rules")
+    __slots__ = ("_memos", "_runs", "rules", "vault")
 
     def __init__(
-        self, *patterns: str | re.Pattern[str], builtin: bool = True, **labelled: str | re.Pattern[str]
+        self,
+        *patterns: str | re.Pattern[str],
+        builtin: bool = True,
+        vault: Vault | None = None,
+        **labelled: str | re.Pattern[str],
     ) -> None:
         rules: list[Rule] = []
         for label, pattern in [*(("PII", p) for p in patterns), *labelled.items()]:
@@ -124,11 +194,14 @@ class pseudonymize:
             rules.extend(BUILTIN)
         if not rules:
             raise TypeError("pseudonymize(builtin=False) needs at least one pattern")
+        if vault is not None and not all(callable(getattr(vault, name, None)) for name in ("get", "set", "delete")):
+            raise TypeError(f"pseudonymize: vault must have async get, set and delete methods (a Vault), got {vault!r}")
         self.rules: tuple[Rule, ...] = tuple(rules)
+        self.vault: Vault = vault if vault is not None else MemoryVault()
         self._runs: dict[Run, Pseudonyms] = {}
-        """The placeholders of each running run; kept out of `run.state`."""
+        """The placeholders of each running run."""
         self._memos: dict[Run, dict[int, tuple[Message, str, list[ToolRequest], Message]]] = {}
-        """Per running run, what each message sent so far became (the mapping only grows, so it stays right)."""
+        """Per running run, what each message seen so far became (the mapping only grows, so it stays right)."""
 
     def text(self, text: str, pseudonyms: Pseudonyms) -> str:
         """`text` with every value found replaced by its placeholder."""
@@ -178,29 +251,8 @@ class pseudonymize:
             return message
         return replace(message, text=text, tool_calls=calls, content=content)
 
-    async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
-        """Keeps the run's placeholders for its model calls (from its `RunState` when it resumes)."""
-        if run in self._runs:  # the same layer twice in a stack
-            result: RunResult = await call_next(run)
-            return result
-        self._runs[run] = Pseudonyms(run.private.pop(_KEY, None))
-        self._memos[run] = {}
-        try:
-            result = await call_next(run)
-        finally:
-            pseudonyms = self._runs.pop(run)
-            del self._memos[run]
-        if result.paused and pseudonyms.values:
-            run.private[_KEY] = pseudonyms.values
-        return result
-
-    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
-        """Sends the messages with placeholders; restores the real values in the answer and its streamed text."""
-        pseudonyms = self._runs.get(call.run)
-        if pseudonyms is None:
-            raise RuntimeError("pseudonymize is a run and model layer: add it with agent.use(...), not to one chain")
-        memo = self._memos[call.run]
-        messages = call.messages
+    def _hide(self, messages: list[Message], pseudonyms: Pseudonyms, memo: dict[int, Any]) -> None:
+        """Replace each message of `messages` (in place) by its version with placeholders; each is scanned once."""
         for index, message in enumerate(messages):
             seen = memo.get(id(message))
             if (
@@ -209,25 +261,152 @@ class pseudonymize:
                 or seen[1] is not message.text
                 or seen[2] is not message.tool_calls
             ):
-                seen = memo[id(message)] = (
-                    message,
-                    message.text,
-                    message.tool_calls,
-                    self.message(message, pseudonyms),
-                )
+                hidden = self.message(message, pseudonyms)
+                seen = memo[id(message)] = (message, message.text, message.tool_calls, hidden)
+                memo[id(hidden)] = (hidden, hidden.text, hidden.tool_calls, hidden)
             messages[index] = seen[3]
+
+    def _input(self, value: Any, pseudonyms: Pseudonyms) -> Any:
+        """The run's input (`run.input`, kept in its `RunState`) with its values replaced."""
+        if isinstance(value, str):
+            return self.text(value, pseudonyms)
+        if isinstance(value, Message):
+            return self.message(value, pseudonyms)
+        if isinstance(value, list):
+            return [self._input(item, pseudonyms) for item in value]
+        return value
+
+    async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
+        """Puts placeholders in the run's input and history, keeps the mapping in the vault, restores the output."""
+        if run in self._runs:  # the same layer twice in a stack
+            result: RunResult = await call_next(run)
+            return result
+        going_on = run.steps > 0  # resumed after a pause, or recovered from the journal
+        pseudonyms = await self._pseudonyms(run, going_on)
+        self._runs[run] = pseudonyms
+        self._memos[run] = {}
+        emit = run.emit
+        if emit is not None:
+            run.emit = RestoredEvents(emit, pseudonyms)
+        try:
+            run.input = self._input(run.input, pseudonyms)
+            self._hide(run.messages, pseudonyms, self._memos[run])
+            result = await call_next(run)
+        except BaseException:
+            if pseudonyms.values:  # a failed run can be resumed from its journal
+                await self.vault.set(f"run:{run.id}", pseudonyms.values)
+            raise
+        finally:
+            del self._runs[run], self._memos[run]
+            run.emit = emit
+        if pseudonyms.values:
+            if result.paused:
+                await self.vault.set(f"run:{run.id}", pseudonyms.values)
+            else:
+                if run.session is not None:
+                    await self.vault.set(f"session:{run.session}", pseudonyms.values)
+                if going_on:
+                    await self.vault.delete(f"run:{run.id}")
+                result.output = _restored_output(run, result.output, pseudonyms)
+        return result
+
+    async def _pseudonyms(self, run: Run, going_on: bool) -> Pseudonyms:
+        """The run's mapping: from the vault (its run, else its session), or a `RunState` of an older onion."""
+        values = run.private.pop(_KEY, None)
+        if values is None and going_on:
+            values = await self.vault.get(f"run:{run.id}")
+        if values is None and run.session is not None:
+            values = await self.vault.get(f"session:{run.session}")
+        pseudonyms = Pseudonyms(values)
+        unknown = {found for message in run.messages for found in _placeholders(message)} - pseudonyms.values.keys()
+        if unknown and going_on:
+            raise RunStateError(
+                f"pseudonymize: run {run.id} goes on with placeholders ({', '.join(sorted(unknown))}) whose real "
+                "values are not in this process's vault: it paused (or stopped) in another process, or its mapping "
+                "was evicted. Resume it where it paused, or give every process one shared "
+                "pseudonymize(vault=...)"
+            )
+        pseudonyms.skip(unknown)
+        return pseudonyms
+
+    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+        """Puts placeholders in the history and the request, and in the answer; streamed text shows real values."""
+        pseudonyms = self._runs.get(call.run)
+        if pseudonyms is None:
+            raise RuntimeError("pseudonymize is a run and model layer: add it with agent.use(...), not to one chain")
+        memo = self._memos[call.run]
+        self._hide(call.run.messages, pseudonyms, memo)
+        self._hide(call.messages, pseudonyms, memo)
         if call.run.emit is not None:
             with call.edit_stream(RestoredStream(pseudonyms)):
                 response: ModelResponse = await call_next(call)
         else:
             response = await call_next(call)
-        return _restored(response, pseudonyms)
+        return _with_message(response, self.message(response.message, pseudonyms))
+
+    async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
+        """Runs the tool with its arguments restored; its result goes on with placeholders."""
+        pseudonyms = self._runs.get(call.run)
+        if pseudonyms is None:
+            raise RuntimeError("pseudonymize is a run and tool layer: add it with agent.use(...), not to one chain")
+        call.args = pseudonyms.restore_value(call.args)
+        if call.raw_args is not None:
+            call.raw_args = pseudonyms.restore(call.raw_args)
+        result: ToolResult = await call_next(call)
+        content = result.content
+        if isinstance(content, str):
+            hidden: str | list[Any] = self.text(content, pseudonyms)
+        else:
+            hidden = [self.text(part, pseudonyms) if isinstance(part, str) else part for part in content]
+        if hidden == content:
+            return result
+        return ToolResult(hidden, is_error=result.is_error, call_id=result.call_id, value=result.value)
+
+
+def _with_message(response: ModelResponse, message: Message) -> ModelResponse:
+    """`response` with `message` in place of its own (itself when that is the same)."""
+    if message is response.message:
+        return response
+    return ModelResponse(
+        message, response.usage, response.stop_reason, model=response.model, cached=response.cached, raw=response.raw
+    )
+
+
+class RestoredEvents:
+    """A streamed run's `emit` that shows its consumer the real values: in text, tool calls, results, responses.
+
+    Text deltas arrive restored already (`RestoredStream`, holding back a
+    split placeholder); whole ones (a model that does not stream, a cache
+    hit) are restored here.
+    """
+
+    __slots__ = ("emit", "pseudonyms")
+
+    def __init__(self, emit: Callable[[Any], None], pseudonyms: Pseudonyms) -> None:
+        self.emit = emit
+        self.pseudonyms = pseudonyms
+
+    def __call__(self, event: Any) -> None:
+        restore = self.pseudonyms.restore
+        if isinstance(event, TextDelta):
+            event = TextDelta(restore(event.text))
+        elif isinstance(event, ModelCallFinished):
+            event = ModelCallFinished(_restored(event.response, self.pseudonyms), event.usage, event.cached)
+        elif isinstance(event, ToolCallStarted):
+            event = ToolCallStarted(event.id, event.name, self.pseudonyms.restore_value(event.args))
+        elif isinstance(event, ToolResultEvent):
+            result = event.result
+            content = restore(result.content) if isinstance(result.content, str) else result.content
+            if isinstance(content, list):
+                content = [restore(part) if isinstance(part, str) else part for part in content]
+            restored = ToolResult(content, is_error=result.is_error, call_id=result.call_id, value=result.value)
+            event = ToolResultEvent(event.call_id, event.name, restored)
+        self.emit(event)
 
 
 def _restored(response: ModelResponse, pseudonyms: Pseudonyms) -> ModelResponse:
     """`response` with the run's placeholders in its text and tool-call arguments replaced by the real values."""
     message = response.message
-    text = pseudonyms.restore(message.text)
     calls = [
         ToolRequest(
             id=call.id,
@@ -237,18 +416,24 @@ def _restored(response: ModelResponse, pseudonyms: Pseudonyms) -> ModelResponse:
         )
         for call in message.tool_calls
     ]
-    if text == message.text and all(
-        (new.args, new.raw_args) == (old.args, old.raw_args) for new, old in zip(calls, message.tool_calls, strict=True)
-    ):
-        return response
-    return ModelResponse(
-        replace(message, text=text, tool_calls=calls),
-        response.usage,
-        response.stop_reason,
-        model=response.model,
-        cached=response.cached,
-        raw=response.raw,
-    )
+    return _with_message(response, replace(message, text=pseudonyms.restore(message.text), tool_calls=calls))
+
+
+def _placeholders(message: Message) -> set[str]:
+    """The placeholders `message` holds, in its text, text parts and tool-call arguments."""
+    found = set(PLACEHOLDER.findall(message.text)) if "<" in message.text else set()
+    for call in message.tool_calls:
+        found.update(PLACEHOLDER.findall(repr(call.args)))
+    return found
+
+
+def _restored_output(run: Run, output: Any, pseudonyms: Pseudonyms) -> Any:
+    """The final answer with the real values: its text restored, a typed one validated again from it."""
+    if isinstance(output, str):
+        return pseudonyms.restore(output)
+    text = run.messages[-1].text if run.messages else ""
+    restored = pseudonyms.restore(text)
+    return output if restored == text else output_schema(run.output_type).validate(restored)
 
 
 class RestoredStream:

@@ -439,6 +439,8 @@ class Agent(Generic[OutputT]):
 
     async def _loop(self, run: Run) -> RunResult[Any]:
         chains = self._compiled()
+        if run.journal is not None:
+            await run.journal.begin_now(run)
         recovering = run.journal is not None and run.journal.recovered is not None
         if recovering and await finish_recovered_batch(self, run, chains):
             return _paused_result(run)

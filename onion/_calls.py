@@ -61,6 +61,7 @@ class Run(Call):
         "messages",
         "output_type",
         "private",
+        "session",
         "state",
         "steps",
         "usage",
@@ -83,6 +84,8 @@ class Run(Call):
         self.private: dict[str, Any] = {}
         """Layers' own JSON data for this run: kept in a paused run's `RunState` (`private`), never in `run.state`."""
         self.usage = Usage()
+        self.session: str | None = None
+        """The id of the session the run is on (`agent.run(..., session=...)`), else None."""
         self.id = f"run-{_PROCESS}-{next(_run_ids)}"
         self.steps = 0
         """Model calls made so far in this run."""

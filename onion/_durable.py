@@ -33,13 +33,17 @@ async def run_in_store(
 async def run_journaled(
     agent: Agent[Any], chains: _Chains, run: Run, store: Store, session: Session | None, session_from: int
 ) -> RunResult[Any]:
-    """Run `run` with a journal in `store`: created now, ended as completed or failed."""
+    """Run `run` with a journal in `store`: created when the loop starts (after the run layers prepared the
+    run), ended as completed or failed."""
     journal = run.journal
     if journal is None:
         journal = run.journal = Journal(store, run.id, lease=agent.lease, owner=run.id)
-        await journal.begin(run, session=None if session is None else session.session_id, session_from=session_from)
+        journal.begin_when_the_loop_starts(
+            session=None if session is None else session.session_id, session_from=session_from
+        )
     try:
         result = await agent._run_chain(chains, run)
+        await journal.begin_now(run)  # a run layer answered without the loop
     except BaseException:
         await asyncio.shield(_let_go(journal))
         raise
@@ -70,6 +74,7 @@ async def resume_paused(agent: Agent[Any], chains: _Chains, run: Run, store: Sto
     else:
         journal.renew_in_background()
         journal.mark(run.messages)
+        run.session = None if record is None else record.session
     for call in state.pending:
         if call.decision == "rejected":
             journal.hold_result(call.id, ToolResult(rejection_text(call.name, call.rejection), is_error=True))
@@ -121,6 +126,7 @@ async def resume_from_store(agent: Agent[Any], store: Store, run_id: str, output
         raise
     run = Run(agent, replayed.messages, replayed.messages, replayed.state, output_type)
     run.id, run.steps, run.usage, run.journal = run_id, replayed.steps, replayed.usage, journal
+    run.session = replayed.session
     journal.mark(run.messages)
     if replayed.completed:
         await journal.end("completed")

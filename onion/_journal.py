@@ -6,7 +6,8 @@ Entries are JSON objects, one per store row, by kind `k`:
 - `model`: one model response, with the messages appended to the history
   since the previous entry (or the whole history, `reset`, when a layer
   replaced it), the usage and `run.state` after it;
-- `tool`: a tool call about to run (written before the tool runs);
+- `tool`: a tool call about to run (written before the tool runs; its
+  arguments are those of the response's request, in the history);
 - `result`: what a tool call answered (after its whole tool stack).
 
 A model entry is held back and written with the next write (a tool
@@ -50,6 +51,7 @@ class Journal:
     """
 
     __slots__ = (
+        "_beginning",
         "_flush",
         "_held",
         "_known",
@@ -69,6 +71,7 @@ class Journal:
         self.owner = owner or uuid.uuid4().hex
         self.recovered: Replay | None = None
         """A resumed run's unfinished batch: finished first, without repeating recorded calls."""
+        self._beginning: tuple[str | None, int] | None = None
         self._held: list[str] = []
         self._flush: asyncio.Future[None] | None = None
         self._known = 0
@@ -98,6 +101,18 @@ class Journal:
         )
         self.renew_in_background()
 
+    def begin_when_the_loop_starts(self, *, session: str | None = None, session_from: int = 0) -> None:
+        """Create the run in the store (`begin`) once its run layers have prepared it: at `begin_now`."""
+        self._beginning = (session, session_from)
+
+    async def begin_now(self, run: Run) -> None:
+        """`begin`, if `begin_when_the_loop_starts` put it off: the first messages as the run layers left them
+        (`pseudonymize` has replaced the values it hides)."""
+        if self._beginning is not None:
+            session, session_from = self._beginning
+            self._beginning = None
+            await self.begin(run, session=session, session_from=session_from)
+
     def model(self, run: Run, response: ModelResponse) -> None:
         """Hold back the entry of `response` (already appended to the history) until the next write."""
         messages = run.messages
@@ -118,7 +133,7 @@ class Journal:
 
     async def started(self, call: ToolCall) -> None:
         """Record that `call` is about to run (with what was held back): one round trip."""
-        await self._write({"k": "tool", "id": call.id, "name": call.name, "args": call.args})
+        await self._write({"k": "tool", "id": call.id, "name": call.name})
 
     async def finished(self, call: ToolCall, result: ToolResult) -> None:
         """Record what `call` answered: one round trip."""

@@ -41,6 +41,7 @@ async def run_in_session(
         start = 1 if first and first[0].role == "system" else 0
         run = Run(agent, input, [*first[:start], *history, *first[start:]], state, output_type)
         run.emit = emit
+        run.session = conversation.session_id
         start += len(history)
         result = await agent._run(chains, run, conversation, start)
         if not result.paused:

@@ -265,13 +265,13 @@ def _private(run: Run | None) -> dict[str, Any]:
 
 
 def _output_text(result: RunResult[Any]) -> str:
-    """The final answer as text: a typed run keeps the answer's JSON text, a paused run has none."""
+    """The final answer as the history holds it (a typed run's JSON text; with `pseudonymize`, its
+    placeholders); a paused run has none."""
     run = result._run
     if result.paused:
         return ""
-    if run is None or run._output is None:
-        return str(result.output)
-    return run.messages[-1].text
+    answer = None if run is None else next((m for m in reversed(run.messages) if m.role == "assistant"), None)
+    return str(result.output) if answer is None else answer.text
 
 
 def check_resumable(state: RunState, agent: str, tools: dict[str, Tool]) -> None:

@@ -1,18 +1,21 @@
-"""`pseudonymize`: the model sees placeholders; tools, the history and the user see the real values."""
+"""`pseudonymize`: the model, the history and the store see placeholders; tools and the user the real values."""
 
 from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from middleware import approve, pseudonymize
-from middleware.pseudonymize import Pseudonyms, RestoredStream
+from middleware.pseudonymize import MemoryVault, Pseudonyms, RestoredStream
 from onion import Agent, Image, Message, ModelResponse, RunFinished, RunState, StreamReset, TextDelta, ToolRequest, tool
+from onion.errors import RunStateError
 from onion.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
+from onion.stores import SQLiteStore
 from onion.testing import FakeProviderServer, ScriptedModel
 
 EMAIL = "jane.doe@example.com"
@@ -69,7 +72,8 @@ async def test_the_model_sees_a_placeholder_the_tool_and_the_user_the_real_addre
     assert all("<EMAIL_1>" in body for body in sent)
     assert received == [EMAIL]
     assert result.output == f"Done: I wrote to {EMAIL} for you."
-    assert result.messages[-3].tool_calls[0].args == {"to": EMAIL, "body": f"Hello {EMAIL}"}
+    assert result.messages[-3].tool_calls[0].args == {"to": "<EMAIL_1>", "body": "Hello <EMAIL_1>"}
+    assert "jane" not in json.dumps([m.to_dict() for m in result.messages])
     assert result.state == {}
     if streamed:
         assert "".join(deltas) == result.output and len(deltas) > 3
@@ -77,7 +81,8 @@ async def test_the_model_sees_a_placeholder_the_tool_and_the_user_the_real_addre
 
 
 async def test_placeholders_survive_a_pause_and_resume_through_the_runs_state() -> None:
-    """After a pause saved as JSON, the resumed run restores `<EMAIL_1>` and numbers a new address `<EMAIL_2>`."""
+    """After a pause saved as JSON (placeholders only), the resumed run restores `<EMAIL_1>` from the layer's vault
+    and numbers a new address `<EMAIL_2>`."""
     received.clear()
     model = ScriptedModel(
         [
@@ -87,10 +92,10 @@ async def test_placeholders_survive_a_pause_and_resume_through_the_runs_state() 
     )
     agent = Agent(model, tools=[send_mail]).use(pseudonymize, approve("send_mail"))
     paused = await agent.run(f"mail {EMAIL}")
-    assert paused.paused and paused.pending[0].args == {"to": EMAIL, "body": "hi"}
+    assert paused.paused and paused.pending[0].args == {"to": "<EMAIL_1>", "body": "hi"}
     assert paused.state == {}
     state = RunState.from_json(paused.to_state().to_json())
-    assert state.private == {"pseudonymize": {"<EMAIL_1>": EMAIL}} and state.state == {}
+    assert state.private == {} and state.state == {} and "jane" not in state.to_json()
     state.approve_all()
     state.injected.append(Message.user("and cc bob@corp.io"))
     result = await agent.resume(state)
@@ -159,3 +164,118 @@ async def test_the_text_parts_of_a_message_with_an_image_get_placeholders_and_th
     result = await Agent(model).use(pseudonymize).run(Message.user(f"whose badge? {EMAIL}", image))
     assert model.requests[0].messages[-1].parts == ["whose badge? <EMAIL_1>", image]
     assert result.output == f"That is {EMAIL}'s badge."
+
+
+BOB = "bob.stone@corp.example"
+
+
+@tool
+def find_address(name: str) -> str:
+    """Look up someone's e-mail address."""
+    return f"{name}: {BOB}"
+
+
+def real_values_in(text: str | bytes) -> list[str]:
+    """Which of the real values of these tests `text` holds, raw or JSON-escaped."""
+    data = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+    return [value for value in (EMAIL, BOB, "jane.doe", "bob.stone") if value in data]
+
+
+async def test_nothing_a_paused_pseudonymized_run_persists_holds_a_real_value(tmp_path: Path) -> None:
+    """A run on a session in a SQLite store pauses: its state's JSON, the store's file (database and WAL) and
+    the session hold placeholders only; resumed, the tool gets the real values and so does the user; the file
+    and the session still hold none."""
+    received.clear()
+    model = ScriptedModel(
+        [
+            [ToolRequest("call_1", "find_address", {"name": "Bob"})],
+            [ToolRequest("call_2", "send_mail", {"to": "<EMAIL_2>", "body": "From <EMAIL_1>"})],
+            "Mailed <EMAIL_2> on behalf of <EMAIL_1>.",
+        ]
+    )
+    with SQLiteStore(tmp_path / "onion.db") as store:
+        agent = Agent(model, tools=[find_address, send_mail], store=store)
+        agent.use(pseudonymize, approve("send_mail"))
+        paused = await agent.run(f"I am {EMAIL}; mail Bob from me", session="s1")
+        assert paused.paused
+        text = paused.to_state().to_json()
+        assert real_values_in(text) == []
+        assert real_values_in((await store.load(paused.run_id)).to_json()) == []
+        assert real_values_in(b"".join(file.read_bytes() for file in tmp_path.iterdir())) == []
+
+        state = RunState.from_json(text)
+        state.approve_all()
+        result = await agent.resume(state)
+        assert received == [BOB]
+        assert result.output == f"Mailed {BOB} on behalf of {EMAIL}."
+        session = [json.dumps(m.to_dict()) for m in await store.session("s1").messages()]
+        assert len(session) == 6 and real_values_in("".join(session)) == []
+        assert real_values_in(b"".join(file.read_bytes() for file in tmp_path.iterdir())) == []
+    sent = [m.text for request in model.requests for m in request.messages]
+    assert real_values_in(json.dumps(sent)) == []
+
+
+async def test_a_run_paused_in_another_process_resumes_only_with_a_shared_vault() -> None:
+    """A layer whose vault lacks the run's values (another process) refuses to resume it, naming the fix, and runs
+    no tool; two layers sharing one vault resume it with the real values."""
+    received.clear()
+    script = [[ToolRequest("call_1", "send_mail", {"to": "<EMAIL_1>", "body": "hi"})], "Sent to <EMAIL_1>."]
+    vault = MemoryVault()
+    first = Agent(ScriptedModel(script), tools=[send_mail]).use(pseudonymize(vault=vault), approve("send_mail"))
+    text = (await first.run(f"mail {EMAIL}")).to_state().to_json()
+    assert real_values_in(text) == [] and len(vault) == 1
+
+    elsewhere = Agent(ScriptedModel(script[1:]), tools=[send_mail]).use(pseudonymize, approve("send_mail"))
+    state = RunState.from_json(text)
+    state.approve_all()
+    with pytest.raises(RunStateError, match=r"<EMAIL_1>.*shared pseudonymize\(vault=\.\.\.\)"):
+        await elsewhere.resume(state)
+    assert received == []
+
+    shared = Agent(ScriptedModel(script[1:]), tools=[send_mail]).use(pseudonymize(vault=vault), approve("send_mail"))
+    result = await shared.resume(state)
+    assert received == [EMAIL] and result.output == f"Sent to {EMAIL}."
+    assert len(vault) == 0  # a completed run's values are not kept
+
+
+async def test_a_session_keeps_its_placeholders_across_runs_and_its_store_holds_none(tmp_path: Path) -> None:
+    """A later run on the session refers to `<EMAIL_1>` from an earlier one: the tool gets the real address,
+    a new address gets `<EMAIL_2>`, and the session in the store holds placeholders only."""
+    received.clear()
+    model = ScriptedModel(
+        [
+            "Noted, <EMAIL_1>.",
+            [ToolRequest("call_1", "send_mail", {"to": "<EMAIL_1>", "body": "cc <EMAIL_2>"})],
+            "Done.",
+        ]
+    )
+    with SQLiteStore(tmp_path / "onion.db") as store:
+        agent = Agent(model, tools=[send_mail], store=store).use(pseudonymize)
+        assert (await agent.run(f"I am {EMAIL}", session="s")).output == f"Noted, {EMAIL}."
+        await agent.run(f"mail me, cc {BOB}", session="s")
+        session = json.dumps([m.to_dict() for m in await store.session("s").messages()])
+    assert received == [EMAIL] and real_values_in(session) == []
+    assert "mail me, cc <EMAIL_2>" in session
+    assert model.requests[-1].messages[-2].tool_calls[0].args == {"to": "<EMAIL_1>", "body": "cc <EMAIL_2>"}
+
+
+async def test_a_new_run_given_placeholders_it_has_no_values_for_keeps_them_and_numbers_after_them() -> None:
+    """History passed in with `<EMAIL_1>` (from another run): it stays as it is, and a new address is `<EMAIL_2>`."""
+    model = ScriptedModel(["ok"])
+    history = [Message.user("I am <EMAIL_1>"), Message.assistant("Hi <EMAIL_1>"), Message.user(f"cc {BOB}")]
+    result = await Agent(model).use(pseudonymize).run(history)
+    assert [m.text for m in model.requests[0].messages] == ["I am <EMAIL_1>", "Hi <EMAIL_1>", "cc <EMAIL_2>"]
+    assert result.output == "ok"
+
+
+async def test_stream_events_show_the_real_values_and_no_reset_follows_a_restored_answer() -> None:
+    """A streamed run with a model that does not stream: the whole-text delta, tool call, tool result and
+    response events show real values, and no `StreamReset` replaces the shown answer with placeholders."""
+    received.clear()
+    model = ScriptedModel([[ToolRequest("c1", "send_mail", {"to": "<EMAIL_1>", "body": "x"})], "Mailed <EMAIL_1>."])
+    events = [event async for event in Agent(model, tools=[send_mail]).use(pseudonymize).stream(f"mail {EMAIL}")]
+    assert not any(isinstance(event, StreamReset) for event in events)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == f"Mailed {EMAIL}."
+    shown = repr([e for e in events if not isinstance(e, RunFinished)])
+    assert "<EMAIL_1>" not in shown and EMAIL in shown
+    assert events[-1].result.output == f"Mailed {EMAIL}."  # type: ignore[attr-defined]
