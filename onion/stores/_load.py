@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import RunNotFound, RunStateError
+from ..errors import RunStateError
+from ._refusals import run_not_found
 
 if TYPE_CHECKING:
     from .._state import RunState
@@ -25,7 +26,7 @@ class StateLoader:
 
         record = await self.run_record(run_id)
         if record is None:
-            raise RunNotFound(f"no run {run_id!r} in the store (never journaled here, or deleted)")
+            raise run_not_found(run_id)
         if record.status == "paused" and record.state is not None:
             return RunState.from_json(record.state)
         if record.status != "completed":

@@ -6,14 +6,15 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
-from ..errors import RunBusy, RunNotFound
+from ..errors import RunBusy
 from ._buckets import Bucket
 from ._load import StateLoader
 from ._protocols import RunRecord, RunStatus
-from ._session import Session
+from ._refusals import claim_refusal, lost_message, run_deleted, run_not_found
+from ._session import SessionOpener
 
 
-class MemoryStore(StateLoader):
+class MemoryStore(StateLoader, SessionOpener):
     """Runs, journals, sessions, cache entries and rate counters in dicts; gone with the process.
 
     `clock` (seconds, default `time.time`) decides leases, TTLs and rate
@@ -95,20 +96,18 @@ class MemoryStore(StateLoader):
     def _record(self, run_id: str) -> RunRecord:
         record = self._runs.get(run_id)
         if record is None:
-            raise RunNotFound(f"no run {run_id!r} in the store (never journaled here, or deleted)")
+            raise run_not_found(run_id)
         return record
 
     def _held(self, run_id: str, owner: str) -> RunRecord:
-        record = self._record(run_id)
+        record = self._runs.get(run_id)
+        if record is None:
+            raise run_deleted(run_id)
         if record.owner != owner:
             raise RunBusy(lost_message(run_id), run_id=run_id, status=record.status)
         return record
 
     # -- sessions --------------------------------------------------------------
-
-    def session(self, session_id: str) -> Session:
-        """The conversation `session_id` kept in this store."""
-        return Session(self, session_id)
 
     async def session_messages(self, session_id: str) -> list[str]:
         return list(self._sessions.get(session_id, ()))
@@ -170,29 +169,6 @@ class MemoryStore(StateLoader):
 
     def __repr__(self) -> str:
         return f"<MemoryStore runs={len(self._runs)} sessions={len(self._sessions)} cached={len(self._cache)}>"
-
-
-def claim_refusal(record: RunRecord, now: float, paused_only: bool = False) -> str | None:
-    """Why `record` cannot be claimed now, or None when it can."""
-    if record.status == "paused" or (record.status == "failed" and not paused_only):
-        return None
-    if paused_only:
-        return (
-            f"run {record.run_id!r} is {record.status}, no longer paused: another worker resumed it; "
-            "load its state again (store.load) if it paused again"
-        )
-    if record.status == "running":
-        if record.lease_expires is not None and record.lease_expires <= now:
-            return None
-        return (
-            f"run {record.run_id!r} is held by another worker for {(record.lease_expires or now) - now:.1f}s more; "
-            "try again after its lease expires"
-        )
-    return f"run {record.run_id!r} has {record.status} already (another worker may have resumed it); nothing to resume"
-
-
-def lost_message(run_id: str) -> str:
-    return f"this worker lost run {run_id!r}: its lease expired and another worker took it over"
 
 
 def _copy(record: RunRecord) -> RunRecord:

@@ -10,17 +10,17 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import RunBusy, RunNotFound, StoreUnavailable
+from ..errors import RunBusy, StoreUnavailable
 from . import _redis_scripts as scripts
 from ._load import StateLoader
-from ._memory import claim_refusal, lost_message
 from ._protocols import RunRecord, RunStatus
-from ._session import Session
+from ._refusals import claim_refusal, lost_message, run_deleted, run_not_found
+from ._session import SessionOpener
 
 logger = logging.getLogger("onion.stores")
 
 
-class RedisStore(StateLoader):
+class RedisStore(StateLoader, SessionOpener):
     """Runs, journals, sessions, cache entries, rate counters and concurrency slots on Redis at `url`.
 
     Keys start with `namespace` + ":" (tenants with different namespaces
@@ -153,7 +153,7 @@ class RedisStore(StateLoader):
         args = [self._now(), run_id, owner, lease, "1" if paused_only else "0"]
         verdict, now, *fields = await self._script("CLAIM_RUN", keys, args, f"claiming run {run_id!r}")
         if verdict == "missing":
-            raise RunNotFound(f"no run {run_id!r} in the store (never journaled here, or deleted)")
+            raise run_not_found(run_id)
         record = _record(run_id, fields)
         if verdict == "busy":
             refusal = claim_refusal(record, float(now), paused_only) or f"run {run_id!r} is busy"
@@ -194,7 +194,7 @@ class RedisStore(StateLoader):
         args = [self._now(), run_id, owner, op, lease, status, state, pending, *entries]
         outcome = await self._script("HOLD_RUN", self._run_keys(run_id), args, doing)
         if outcome == "missing":
-            raise RunNotFound(f"no run {run_id!r} in the store (deleted while running?)")
+            raise run_deleted(run_id)
         if outcome != "ok":
             raise RunBusy(lost_message(run_id), run_id=run_id, status=outcome)
 
@@ -234,10 +234,6 @@ class RedisStore(StateLoader):
             raise self._unavailable(f"deleting run {run_id!r}", error) from error
 
     # -- sessions --------------------------------------------------------------
-
-    def session(self, session_id: str) -> Session:
-        """The conversation `session_id` kept in this store."""
-        return Session(self, session_id)
 
     async def session_messages(self, session_id: str) -> list[str]:
         doing = f"reading session {session_id!r}"

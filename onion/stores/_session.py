@@ -69,3 +69,11 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<Session {self.session_id!r}>"
+
+
+class SessionOpener:
+    """Gives a `SessionStore` its `session(id)`; mixed into every store."""
+
+    def session(self: SessionStore, session_id: str) -> Session:
+        """The conversation `session_id` kept in this store."""
+        return Session(self, session_id)

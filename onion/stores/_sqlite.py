@@ -10,12 +10,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import RunBusy, RunNotFound
+from ..errors import RunBusy
 from ._buckets import Bucket
 from ._load import StateLoader
-from ._memory import claim_refusal, lost_message
 from ._protocols import RunRecord, RunStatus
-from ._session import Session
+from ._refusals import claim_refusal, lost_message, run_deleted, run_not_found
+from ._session import SessionOpener
 
 T = TypeVar("T")
 
@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS onion_rates (
 _RUN_COLUMNS = "run_id, agent, status, created, updated, owner, lease_expires, state, session, pending"
 
 
-class SQLiteStore(StateLoader):
+class SQLiteStore(StateLoader, SessionOpener):
     """Runs, journals, sessions, cache entries and rate counters in the SQLite file at `path`.
 
     WAL mode, so readers never wait for the writer. Every query runs in a
@@ -154,7 +154,7 @@ class SQLiteStore(StateLoader):
         def claim(db: sqlite3.Connection) -> RunRecord:
             record = _record(db, run_id)
             if record is None:
-                raise RunNotFound(f"no run {run_id!r} in the store (never journaled here, or deleted)")
+                raise run_not_found(run_id)
             refusal = claim_refusal(record, now, paused_only)
             if refusal is not None:
                 raise RunBusy(refusal, run_id=run_id, status=record.status)
@@ -224,10 +224,6 @@ class SQLiteStore(StateLoader):
         await self._write(delete)
 
     # -- sessions --------------------------------------------------------------
-
-    def session(self, session_id: str) -> Session:
-        """The conversation `session_id` kept in this store."""
-        return Session(self, session_id)
 
     async def session_messages(self, session_id: str) -> list[str]:
         rows = await self._read("SELECT message FROM onion_sessions WHERE session_id = ? ORDER BY seq", session_id)
@@ -377,7 +373,7 @@ def _hold(db: sqlite3.Connection, run_id: str, owner: str, assignments: str, val
     if changed == 0:
         record = _record(db, run_id)
         if record is None:
-            raise RunNotFound(f"no run {run_id!r} in the store (deleted while running?)")
+            raise run_deleted(run_id)
         raise RunBusy(lost_message(run_id), run_id=run_id, status=record.status)
 
 

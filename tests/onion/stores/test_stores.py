@@ -97,6 +97,25 @@ async def test_an_unknown_run_is_not_found(store: Store) -> None:
         await store.claim_run("nope", "w1", lease=30)
 
 
+async def test_a_run_deleted_while_held_says_so_to_its_worker(store: Store) -> None:
+    """Every store answers a held run's writes after its deletion with one RunNotFound: deleted while running."""
+    await store.start_run("r1", agent="a", owner="w1", lease=30, entries=[])
+    await store.delete_run("r1")
+    for write in (
+        store.append_journal("r1", "w1", ["late"], lease=30),
+        store.renew_run("r1", "w1", lease=30),
+        store.release_run("r1", "w1", "completed"),
+    ):
+        with pytest.raises(RunNotFound, match="'r1' in the store \\(deleted while running"):
+            await write
+
+
+async def test_every_store_opens_sessions_on_itself(store: Store) -> None:
+    """`store.session(id)` is a Session over that store and that id."""
+    session = store.session("s1")
+    assert (session.store, session.session_id) == (store, "s1")
+
+
 async def test_an_expired_lease_lets_another_worker_take_over_and_fences_the_old_one(store: Store) -> None:
     """A running run whose lease lapsed is claimable; the old owner's writes then raise RunBusy."""
     await store.start_run("r1", agent="a", owner="w1", lease=10, entries=[])
