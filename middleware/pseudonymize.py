@@ -48,7 +48,7 @@ _OPEN_PLACEHOLDER = re.compile(r"<[A-Z0-9_]{0,64}\Z")
 
 _LABEL = re.compile(r"[A-Z][A-Z0-9_]*\Z")
 _KEY = "pseudonymize"
-"""Where a `RunState` saved by onion before 0.x kept the placeholders in clear (`run.private`): still read."""
+"""Where a `RunState` saved before `vault` existed kept the mapping in clear (`run.private`): still read."""
 
 
 class Pseudonyms:

@@ -12,7 +12,18 @@ from hypothesis import strategies as st
 
 from middleware import approve, pseudonymize
 from middleware.pseudonymize import MemoryVault, Pseudonyms, RestoredStream
-from onion import Agent, Image, Message, ModelResponse, RunFinished, RunState, StreamReset, TextDelta, ToolRequest, tool
+from onion import (
+    Agent,
+    Image,
+    Message,
+    ModelResponse,
+    RunFinished,
+    RunState,
+    StreamReset,
+    TextDelta,
+    ToolRequest,
+    tool,
+)
 from onion.errors import RunStateError
 from onion.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
 from onion.stores import SQLiteStore
@@ -279,3 +290,32 @@ async def test_stream_events_show_the_real_values_and_no_reset_follows_a_restore
     shown = repr([e for e in events if not isinstance(e, RunFinished)])
     assert "<EMAIL_1>" not in shown and EMAIL in shown
     assert events[-1].result.output == f"Mailed {EMAIL}."  # type: ignore[attr-defined]
+
+
+async def test_a_failed_run_recovered_from_the_journal_needs_its_values_in_the_vault() -> None:
+    """A run that failed after a tool call is recovered from its journal (placeholders only): with the layer's
+    vault, the next tool gets the real address; a layer without those values refuses before any tool runs."""
+    from onion.stores import MemoryStore
+
+    received.clear()
+
+    store = MemoryStore()
+    first = [ToolRequest("c1", "find_address", {"name": "Bob"})]
+    layer = pseudonymize()
+    agent = Agent(
+        ScriptedModel([first, RuntimeError("the provider fell over")]), tools=[find_address, send_mail], store=store
+    ).use(layer)
+    with pytest.raises(RuntimeError, match="fell over"):
+        await agent.run(f"I am {EMAIL}; mail Bob")
+    (record,) = await store.runs()
+    assert record.status == "failed"
+    assert real_values_in(json.dumps(await store.journal(record.run_id))) == []
+
+    rest = [[ToolRequest("c2", "send_mail", {"to": "<EMAIL_2>", "body": "from <EMAIL_1>"})], "Done."]
+    elsewhere = Agent(ScriptedModel(rest), tools=[find_address, send_mail], store=store).use(pseudonymize)
+    with pytest.raises(RunStateError, match=r"placeholders \(<EMAIL_1>\)"):
+        await elsewhere.recover(record.run_id)
+    assert received == []
+    here = Agent(ScriptedModel(rest), tools=[find_address, send_mail], store=store).use(layer)
+    assert (await here.recover(record.run_id)).output == "Done."
+    assert received == [BOB]
