@@ -56,7 +56,9 @@ class Journal:
         "_held",
         "_known",
         "_last",
+        "_renewal",
         "_renewing",
+        "_waiters",
         "lease",
         "owner",
         "recovered",
@@ -73,9 +75,11 @@ class Journal:
         """A resumed run's unfinished batch: finished first, without repeating recorded calls."""
         self._beginning: tuple[str | None, int] | None = None
         self._held: list[str] = []
-        self._flush: asyncio.Future[None] | None = None
+        self._flush: asyncio.Task[None] | None = None
+        self._waiters: list[asyncio.Future[None]] = []
         self._known = 0
         self._last: Message | None = None
+        self._renewal: asyncio.TimerHandle | None = None
         self._renewing: asyncio.Task[None] | None = None
 
     async def begin(self, run: Run, *, session: str | None = None, session_from: int = 0) -> None:
@@ -147,26 +151,54 @@ class Journal:
         """Write what was held back, set the run's status and let go of it."""
         self._stop_renewing()
         if self._flush is not None:
-            await asyncio.shield(self._flush)
+            await self._written()
         held, self._held = self._held, []
         await self.store.release_run(self.run_id, self.owner, status, state=state, pending=pending, entries=held)
 
     async def _write(self, entry: dict[str, Any]) -> None:
         """Write `entry` with everything held; the calls of one batch writing at once share one round trip."""
         self._held.append(_dumps(entry))
+        await self._written()
+
+    def _written(self) -> asyncio.Future[None]:
+        """A future settled once what is held now is written: by the one task writing for this run.
+
+        Each caller waits on a future of its own, so a caller cancelled
+        while waiting leaves the write, and the others, going on.
+        """
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        self._waiters.append(done)
         if self._flush is None:
-            self._flush = asyncio.ensure_future(self._write_held())
-        await asyncio.shield(self._flush)
+            self._flush = loop.create_task(self._write_held())  # starts after the batch's other calls held theirs
+        return done
 
     async def _write_held(self) -> None:
-        """Write what is held, in order, until nothing is: one writer per run at a time."""
-        await asyncio.sleep(0)  # the batch's other calls add their entries first
+        """Write what is held, in order, until nothing is; then settle the waiting callers."""
         try:
             while self._held:
                 held, self._held = self._held, []
                 await self.store.append_journal(self.run_id, self.owner, held, self.lease)
-        finally:
-            self._flush = None
+        except Exception as error:
+            self._settle(error)
+        except BaseException:
+            self._settle(None, cancelled=True)
+            raise
+        else:
+            self._settle(None)
+
+    def _settle(self, error: Exception | None, *, cancelled: bool = False) -> None:
+        self._flush = None
+        waiters, self._waiters = self._waiters, []
+        for done in waiters:
+            if done.done():
+                continue
+            if cancelled:
+                done.cancel()
+            elif error is not None:
+                done.set_exception(error)
+            else:
+                done.set_result(None)
 
     def mark(self, messages: list[Message]) -> None:
         """The journal holds `messages`: the next model entry records what comes after them."""
@@ -174,19 +206,28 @@ class Journal:
         self._last = messages[-1] if messages else None
 
     def renew_in_background(self) -> None:
+        """Renew the lease every `lease / 3` seconds until the run ends (a timer, not a task, between renewals)."""
+        self._renewal = asyncio.get_running_loop().call_later(self.lease / 3, self._renew_now)
+
+    def _renew_now(self) -> None:
+        self._renewal = None
         self._renewing = asyncio.get_running_loop().create_task(self._renew())
 
     async def _renew(self) -> None:
-        while True:
-            await asyncio.sleep(self.lease / 3)
-            try:
-                await self.store.renew_run(self.run_id, self.owner, self.lease)
-            except RunBusy:
-                return
-            except Exception as error:  # a store blip must not let the lease lapse while the run goes on
-                logger.warning("run %s: renewing its lease failed (%s); trying again", self.run_id, error)
+        try:
+            await self.store.renew_run(self.run_id, self.owner, self.lease)
+        except RunBusy:
+            self._renewing = None
+            return
+        except Exception as error:  # a store blip must not let the lease lapse while the run goes on
+            logger.warning("run %s: renewing its lease failed (%s); trying again", self.run_id, error)
+        self._renewing = None
+        self.renew_in_background()
 
     def _stop_renewing(self) -> None:
+        if self._renewal is not None:
+            self._renewal.cancel()
+            self._renewal = None
         if self._renewing is not None:
             self._renewing.cancel()
             self._renewing = None

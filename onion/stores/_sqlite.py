@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,6 +16,7 @@ from ._load import StateLoader
 from ._protocols import RunRecord, RunStatus
 from ._refusals import claim_refusal, lost_message, run_deleted, run_not_found
 from ._session import SessionOpener
+from ._sqlite_thread import SQLiteThread
 
 T = TypeVar("T")
 
@@ -45,89 +46,45 @@ _RUN_COLUMNS = "run_id, agent, status, created, updated, owner, lease_expires, s
 class SQLiteStore(StateLoader, SessionOpener):
     """Runs, journals, sessions, cache entries and rate counters in the SQLite file at `path`.
 
-    WAL mode, so readers never wait for the writer. Every query runs in a
-    worker thread: a lock held by another process (waited for up to
-    `busy_timeout` seconds) never blocks the event loop. Writes that must be
-    atomic (claiming a run, a rate-limit reservation) run in one
-    `BEGIN IMMEDIATE` transaction; writes that arrive while one is being
-    written are committed together (each in its own savepoint, so one
-    refused write leaves the others), so many concurrent runs share
-    round trips. `clock` (seconds since the epoch, shared
-    by every process) decides leases and TTLs. Close it with `aclose()` /
-    `close()`, or use it as a context manager.
+    WAL mode, so readers never wait for the writer. Every query runs in one
+    thread of the store's own (`SQLiteThread`): a lock held by another
+    process (waited for up to `busy_timeout` seconds) never blocks the event
+    loop. Writes that must be atomic (claiming a run, a rate-limit
+    reservation) run in one `BEGIN IMMEDIATE` transaction; writes that
+    arrive while one is being written are committed together (each in its
+    own savepoint, so one refused write leaves the others), so many
+    concurrent runs share round trips. A transaction that cannot begin or
+    commit raises `StoreUnavailable` in each write it held: none happened.
+    `synchronous=NORMAL`: a commit survives the process being killed; a
+    power loss can lose the last commits, never corrupt the file. `clock`
+    (seconds since the epoch, shared by every process) decides leases and
+    TTLs. Close it with `aclose()` / `close()`, or use it as a context
+    manager; one store may serve several event loops and threads.
     """
 
     def __init__(self, path: str | Path, *, busy_timeout: float = 10.0, clock: Callable[[], float] = time.time) -> None:
         self.path = str(path)
         self.clock = clock
-        self._lock = threading.Lock()
-        self._queue: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
-        self._queue_lock = threading.Lock()
-        self._writing = False
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=busy_timeout)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
         self._db.executescript(_SCHEMA)
+        self._thread = SQLiteThread(self._db, f"SQLiteStore({self.path!r})")
+        weakref.finalize(self, self._thread.stop_soon)
 
     # -- plumbing --------------------------------------------------------------
 
-    async def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """`work(db)` in a write transaction, in a worker thread, with the writes queued meanwhile."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[T] = loop.create_future()
-        with self._queue_lock:
-            self._queue.append((work, done))
-            start, self._writing = not self._writing, True
-        if start:
-            loop.run_in_executor(None, self._write_queued)
-        return await done
-
-    def _write_queued(self) -> None:
-        """In a worker thread: commit what is queued, one transaction per turn, until the queue is empty."""
-        while True:
-            with self._queue_lock:
-                batch, self._queue = self._queue, []
-                if not batch:
-                    self._writing = False
-                    return
-            with self._lock:
-                outcomes = self._commit(batch)
-            for (_, done), (ok, value) in zip(batch, outcomes, strict=True):
-                done.get_loop().call_soon_threadsafe(_settle, done, ok, value)
-
-    def _commit(self, batch: list[tuple[Callable[[sqlite3.Connection], Any], Any]]) -> list[tuple[bool, Any]]:
-        db = self._db
-        try:
-            db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as error:
-            return [(False, error)] * len(batch)
-        outcomes: list[tuple[bool, Any]] = []
-        for work, _ in batch:
-            db.execute("SAVEPOINT write")
-            try:
-                outcomes.append((True, work(db)))
-            except BaseException as error:
-                db.execute("ROLLBACK TO write")
-                outcomes.append((False, error))
-            db.execute("RELEASE write")
-        try:
-            db.execute("COMMIT")
-        except sqlite3.Error as error:
-            db.execute("ROLLBACK")
-            return [(False, error)] * len(batch)
-        return outcomes
+    def _write(self, work: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+        """`work(db)` in a write transaction, in the store's thread, with the writes queued meanwhile."""
+        return self._thread.write(work)
 
     async def _execute(self, statement: str, *parameters: Any) -> None:
-        """One statement in its own write transaction, in a worker thread."""
-        await self._write(lambda db: db.execute(statement, parameters))
+        """One statement in its own write transaction."""
+        await self._thread.write(lambda db: db.execute(statement, parameters))
 
-    async def _read(self, statement: str, *parameters: Any) -> list[Any]:
-        return await asyncio.to_thread(self._locked_read, statement, parameters)
-
-    def _locked_read(self, statement: str, parameters: tuple[Any, ...]) -> list[Any]:
-        with self._lock:
-            return self._db.execute(statement, parameters).fetchall()
+    def _read(self, statement: str, *parameters: Any) -> asyncio.Future[list[Any]]:
+        return self._thread.read(lambda db: db.execute(statement, parameters).fetchall())
 
     # -- runs ------------------------------------------------------------------
 
@@ -329,11 +286,12 @@ class SQLiteStore(StateLoader, SessionOpener):
         return await self._write(purge)
 
     async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)
+        """Finish the queued queries, close the file and end the store's thread."""
+        await self._thread.astop()
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        """`aclose()`, waiting in this thread."""
+        self._thread.stop()
 
     def __enter__(self) -> SQLiteStore:
         return self

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from onion import Agent, ToolCall, tool
+from onion._journal import Journal
 from onion.errors import OnionError, RunBusy, RunNotFound
 from onion.stores import MemoryStore
 from onion.testing import ScriptedModel, call
@@ -285,3 +286,27 @@ async def test_a_worker_whose_lease_was_taken_over_stops_at_its_next_write() -> 
         await old
     assert store._journals[record.run_id] == written
     assert (await store.run_record(record.run_id)).status == "completed"  # type: ignore[union-attr]
+
+
+async def test_a_call_cancelled_while_its_batch_is_written_leaves_the_write_to_the_others() -> None:
+    """Two calls of a batch share a write; the one cancelled while it waits neither stops the write nor fails the
+    other, and both entries land in order."""
+    entered, gate = asyncio.Event(), asyncio.Event()
+
+    class GatedStore(MemoryStore):
+        async def append_journal(self, run_id: str, owner: str, entries: Any, lease: float) -> None:
+            entered.set()
+            await gate.wait()
+            await super().append_journal(run_id, owner, entries, lease)
+
+    store = GatedStore()
+    journal = Journal(store, "r", lease=30)
+    await store.start_run("r", agent="a", owner=journal.owner, lease=30, entries=["{}"])
+    cancelled = asyncio.ensure_future(journal._write({"k": "tool", "id": "a"}))
+    kept = asyncio.ensure_future(journal._write({"k": "tool", "id": "b"}))
+    await entered.wait()
+    cancelled.cancel()
+    gate.set()
+    await kept
+    assert cancelled.cancelled()
+    assert [e.get("id") for e in entries(store, "r")] == [None, "a", "b"]

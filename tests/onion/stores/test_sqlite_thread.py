@@ -1,0 +1,157 @@
+"""`SQLiteStore`'s own thread: writes grouped into transactions, errors to the right caller, a clean stop."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from onion.errors import StoreUnavailable
+from onion.stores import SQLiteStore
+
+
+def store_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("onion SQLiteStore(")]
+
+
+def transactions(store: SQLiteStore) -> list[str]:
+    """Every `BEGIN` the store's connection runs from now on (its trace, as SQLite reports it)."""
+    begun: list[str] = []
+    store._db.set_trace_callback(lambda sql: begun.append(sql) if sql.startswith("BEGIN") else None)
+    return begun
+
+
+async def held(store: SQLiteStore) -> tuple[asyncio.Future[None], threading.Event]:
+    """A write that keeps the store's thread busy until the returned event is set (and has started)."""
+    entered, release = threading.Event(), threading.Event()
+
+    def wait(db: sqlite3.Connection) -> None:
+        entered.set()
+        release.wait()
+
+    busy = store._write(wait)
+    await asyncio.to_thread(entered.wait)
+    return busy, release
+
+
+async def test_writes_queued_during_a_transaction_commit_together_and_a_failing_one_fails_alone(
+    tmp_path: Path,
+) -> None:
+    """Three writes queued while another is written go in one transaction; the one that raises is rolled back
+    and only its caller sees the error."""
+    async with SQLiteStore(tmp_path / "x.db") as store:
+        busy, release = await held(store)
+        begun = transactions(store)
+
+        def refuse(db: sqlite3.Connection) -> None:
+            db.execute("INSERT INTO onion_cache VALUES ('refused', 'x', NULL)")
+            raise ValueError("refused write")
+
+        writes = [
+            asyncio.ensure_future(store.set("a", "1", None)),
+            asyncio.ensure_future(store._write(refuse)),
+            asyncio.ensure_future(store.set("b", "2", None)),
+        ]
+        await asyncio.sleep(0)  # each is queued behind the busy write
+        release.set()
+        await busy
+        outcomes = await asyncio.gather(*writes, return_exceptions=True)
+        assert outcomes[0] is None and outcomes[2] is None
+        assert isinstance(outcomes[1], ValueError) and str(outcomes[1]) == "refused write"
+        assert begun == ["BEGIN IMMEDIATE"]
+        assert [await store.get(key) for key in ("a", "refused", "b")] == ["1", None, "2"]
+
+
+async def test_a_transaction_that_cannot_start_fails_its_writes_with_store_unavailable_and_not_later_ones(
+    tmp_path: Path,
+) -> None:
+    """Another connection holds the write lock past busy_timeout: the writes queued then raise StoreUnavailable
+    naming the file and SQLite's reason; a write after the lock is gone succeeds."""
+    path = tmp_path / "x.db"
+    async with SQLiteStore(path, busy_timeout=0.01) as store:
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        outcomes = await asyncio.gather(
+            store.set("a", "1", None), store.session_append("s", ["m"]), return_exceptions=True
+        )
+        other.execute("ROLLBACK")
+        other.close()
+        assert [type(o) for o in outcomes] == [StoreUnavailable, StoreUnavailable]
+        assert "x.db" in str(outcomes[0]) and "database is locked" in str(outcomes[0])
+        assert "nothing was written" in str(outcomes[0])
+        await store.set("c", "3", None)
+        assert await store.get("a") is None and await store.get("c") == "3"
+        assert await store.session_messages("s") == []
+
+
+async def test_aclose_finishes_queued_writes_then_ends_the_thread_and_refuses_new_work(tmp_path: Path) -> None:
+    """Writes queued before aclose() land; afterwards the thread is gone and a query raises StoreUnavailable."""
+    before = store_threads()
+    store = SQLiteStore(tmp_path / "x.db")
+    assert store_threads() == before  # started by the first query, not by opening
+    writes = [asyncio.ensure_future(store.set(f"k{i}", str(i), None)) for i in range(20)]
+    await asyncio.sleep(0)
+    await store.aclose()
+    await asyncio.gather(*writes)
+    assert store_threads() == before
+    with pytest.raises(StoreUnavailable, match="is closed"):
+        await store.get("k1")
+    await store.aclose()  # again: nothing to do
+    async with SQLiteStore(tmp_path / "x.db") as again:
+        assert [await again.get(f"k{i}") for i in (0, 19)] == ["0", "19"]
+
+
+async def test_close_in_a_thread_and_a_forgotten_store_both_end_the_stores_thread(tmp_path: Path) -> None:
+    """close() waits for the thread to end; a store dropped without closing ends its thread once collected."""
+    before = store_threads()
+    closed = SQLiteStore(tmp_path / "a.db")
+    await closed.set("k", "v", None)
+    closed.close()
+    assert store_threads() == before
+    forgotten = SQLiteStore(tmp_path / "b.db")
+    await forgotten.set("k", "v", None)
+    (thread,) = [t for t in store_threads() if t not in before]
+    del forgotten
+    gc.collect()
+    await asyncio.to_thread(thread.join, 10)
+    assert not thread.is_alive()
+
+
+def test_one_store_serves_two_event_loops_in_two_threads_at_once(tmp_path: Path) -> None:
+    """Coroutines of two loops in two threads write through one store together; each gets its own results."""
+    store = SQLiteStore(tmp_path / "x.db")
+    results: dict[str, list[str | None]] = {}
+
+    def worker(name: str) -> None:
+        async def main() -> None:
+            await asyncio.gather(*(store.set(f"{name}{i}", f"{name}-{i}", None) for i in range(50)))
+            results[name] = list(await asyncio.gather(*(store.get(f"{name}{i}") for i in range(50))))
+
+        asyncio.run(main())
+
+    threads = [threading.Thread(target=worker, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    store.close()
+    assert results == {name: [f"{name}-{i}" for i in range(50)] for name in ("a", "b")}
+
+
+async def test_a_caller_cancelled_while_its_write_waits_leaves_the_write_and_the_others(tmp_path: Path) -> None:
+    """Cancelling one waiting caller does not cancel its write nor fail the writes queued with it."""
+    async with SQLiteStore(tmp_path / "x.db") as store:
+        busy, release = await held(store)
+        cancelled = asyncio.ensure_future(store.set("a", "1", None))
+        kept = asyncio.ensure_future(store.set("b", "2", None))
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        release.set()
+        await busy
+        await kept
+        assert cancelled.cancelled()
+        assert [await store.get(key) for key in ("a", "b")] == ["1", "2"]
