@@ -11,7 +11,7 @@ import pydantic
 
 from ._calls import ModelCall, ModelResponse, OutputT, Run, RunResult, ToolBatch, ToolCall, ToolResult
 from ._copies import own_copy, own_message
-from ._durable import finish_recovered_batch, rejection_text, resume_from_store, run_in_store
+from ._durable import OnSession, finish_recovered_batch, rejection_text, resume_from_store, run_in_store
 from ._events import (
     Event,
     ModelCallFinished,
@@ -379,11 +379,9 @@ class Agent(Generic[OutputT]):
             elif not task.cancelled():
                 task.exception()  # the consumer left after the run failed: retrieved, so asyncio logs nothing
 
-    async def _run(
-        self, chains: _Chains, run: Run, session: Session | None = None, session_from: int = 0
-    ) -> RunResult[Any]:
+    async def _run(self, chains: _Chains, run: Run, on_session: OnSession | None = None) -> RunResult[Any]:
         if self.store is not None:
-            return await run_in_store(self, chains, run, self.store, session, session_from)
+            return await run_in_store(self, chains, run, self.store, on_session)
         return await self._run_chain(chains, run)
 
     async def _run_chain(self, chains: _Chains, run: Run) -> RunResult[Any]:

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._calls import ModelResponse, Run, RunResult, ToolCall, ToolResult
 from ._journal import INTERRUPTED, Journal, Replay, replay
@@ -20,38 +20,65 @@ if TYPE_CHECKING:
     from .stores import Session, Store
 
 
+class OnSession(NamedTuple):
+    """Where a run on a session puts its own messages when it completes: in one write with its completion."""
+
+    session: Session
+    start: int
+    """`run.messages[start:]` are the run's own (its input onwards)."""
+    lock: str | None
+    """The token of the session's lock the run holds; None: the lock is taken to complete the run."""
+
+
 async def run_in_store(
-    agent: Agent[Any], chains: _Chains, run: Run, store: Store, session: Session | None, session_from: int
+    agent: Agent[Any], chains: _Chains, run: Run, store: Store, on_session: OnSession | None
 ) -> RunResult[Any]:
     """Run `run` journaled in `store`: a new run under a fresh id, or a paused one going on."""
     if run._resumed is not None:
         return await resume_paused(agent, chains, run, store, run._resumed)
     run.id = f"run-{uuid.uuid4().hex}"
-    return await run_journaled(agent, chains, run, store, session, session_from)
+    return await run_journaled(agent, chains, run, store, on_session)
 
 
 async def run_journaled(
-    agent: Agent[Any], chains: _Chains, run: Run, store: Store, session: Session | None, session_from: int
+    agent: Agent[Any], chains: _Chains, run: Run, store: Store, on_session: OnSession | None
 ) -> RunResult[Any]:
     """Run `run` with a journal in `store`: created when the loop starts (after the run layers prepared the
-    run), ended as completed or failed."""
+    run), ended as completed (with its session turn) or failed.
+
+    A renewal that finds the run taken over by another worker stops it:
+    `LeaseLost`, and nothing more of it is recorded by this worker.
+    """
     journal = run.journal
     if journal is None:
         journal = run.journal = Journal(store, run.id, lease=agent.lease, owner=run.id)
-        journal.begin_when_the_loop_starts(
-            session=None if session is None else session.session_id, session_from=session_from
-        )
+        session = None if on_session is None else on_session.session.session_id
+        journal.begin_when_the_loop_starts(session=session, session_from=0 if on_session is None else on_session.start)
     try:
-        result = await agent._run_chain(chains, run)
+        with journal.stop_when_lost():
+            result = await agent._run_chain(chains, run)
         await journal.begin_now(run)  # a run layer answered without the loop
+        if result.paused:
+            await journal.end("paused", state=result.to_state().to_json(), pending=len(result.pending))
+        else:
+            await _complete(journal, result.messages, on_session)
     except BaseException:
         await asyncio.shield(_let_go(journal))
         raise
-    if result.paused:
-        await journal.end("paused", state=result.to_state().to_json(), pending=len(result.pending))
-    else:
-        await journal.end("completed")
     return result
+
+
+async def _complete(journal: Journal, messages: list[Message], on_session: OnSession | None) -> None:
+    """End the run as completed; a run on a session appends its turn in the same write (under the session's lock)."""
+    if on_session is None:
+        await journal.end("completed")
+        return
+    session, start, lock = on_session
+    if lock is not None:
+        await journal.end("completed", turn=session.turn(messages[start:], lock))
+        return
+    async with session.lock() as lock:
+        await journal.end("completed", turn=session.turn(messages[start:], lock))
 
 
 async def resume_paused(agent: Agent[Any], chains: _Chains, run: Run, store: Store, state: RunState) -> RunResult[Any]:
@@ -60,40 +87,34 @@ async def resume_paused(agent: Agent[Any], chains: _Chains, run: Run, store: Sto
     The run is claimed first: `RunBusy` when another worker resumed it (or
     holds it). A run the store never saw (paused on an agent without this
     store) is journaled from here on. Rejections are journaled with the
-    batch, so a crash later never runs a rejected call.
+    batch, so a crash later never runs a rejected call. A run on a session
+    appends its turn when it completes.
     """
     journal = run.journal = Journal(store, run.id, lease=agent.lease)
+    on_session = None
     try:
         record = await store.claim_run(run.id, journal.owner, agent.lease, paused_only=True)
     except RunNotFound:
         await journal.begin(run)
-        record = None
         for message in state.answered:
             content = message.text if message.content is None else message.content
             journal.hold_result(message.tool_call_id or "", ToolResult(content, is_error=message.is_error))
     else:
         journal.renew_in_background()
         journal.mark(run.messages)
-        run.session = None if record is None else record.session
+        run.session = record.session
+        if record.session is not None:
+            start = json.loads((await store.journal(run.id))[0])
+            on_session = OnSession(store.session(record.session), start.get("session_from", 0), None)
     for call in state.pending:
         if call.decision == "rejected":
             journal.hold_result(call.id, ToolResult(rejection_text(call.name, call.rejection), is_error=True))
-    result = await run_journaled(agent, chains, run, store, None, 0)
-    if record is not None and record.session is not None and not result.paused:
-        start = json.loads((await store.journal(run.id))[0])
-        await _append_to_session(store, record.session, result.messages[start.get("session_from", 0) :])
-    return result
+    return await run_journaled(agent, chains, run, store, on_session)
 
 
 def rejection_text(name: str, reason: str | None) -> str:
     """What the model reads for a rejected call."""
     return f"Tool call {name} was rejected: {reason}"
-
-
-async def _append_to_session(store: Store, session_id: str, messages: list[Message]) -> None:
-    conversation = store.session(session_id)
-    async with conversation.lock():
-        await conversation.append(messages)
 
 
 async def _let_go(journal: Journal) -> None:
@@ -128,18 +149,20 @@ async def resume_from_store(agent: Agent[Any], store: Store, run_id: str, output
     run.id, run.steps, run.usage, run.journal = run_id, replayed.steps, replayed.usage, journal
     run.session = replayed.session
     journal.mark(run.messages)
-    if replayed.completed:
-        await journal.end("completed")
-        text = run.messages[-1].text
-        result = RunResult(
-            text if run._output is None else run._output.validate(text), run.messages, run.usage, run.state, run_id
-        )
-    else:
+    on_session = None
+    if replayed.session is not None:
+        on_session = OnSession(store.session(replayed.session), replayed.session_from, None)
+    if not replayed.completed:
         journal.recovered = replayed if replayed.unanswered else None
-        result = await run_journaled(agent, agent._compiled(), run, store, None, 0)
-    if replayed.session is not None and not result.paused:
-        await _append_to_session(store, replayed.session, result.messages[replayed.session_from :])
-    return result
+        return await run_journaled(agent, agent._compiled(), run, store, on_session)
+    text = run.messages[-1].text
+    try:
+        output = text if run._output is None else run._output.validate(text)
+        await _complete(journal, run.messages, on_session)
+    except BaseException:
+        await asyncio.shield(_let_go(journal))
+        raise
+    return RunResult(output, run.messages, run.usage, run.state, run_id)
 
 
 def _check_agent(agent: Agent[Any], run_id: str, replayed: Replay, tools: dict[str, Tool]) -> None:

@@ -17,6 +17,7 @@ starting, a result, the run's end), so a step costs one round trip.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import uuid
@@ -26,13 +27,15 @@ from typing import TYPE_CHECKING, Any
 from ._calls import ModelResponse, ToolResult
 from ._content import part_dict, part_from
 from ._messages import Message, ToolRequest, Usage
-from .errors import OnionError, RunBusy
+from .errors import LeaseLost, OnionError, RunBusy
 
 logger = logging.getLogger("onion.journal")
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from ._calls import Run, ToolCall
-    from .stores import RunStatus, RunStore
+    from .stores import RunStatus, RunStore, SessionTurn
 
 INTERRUPTED = (
     "Tool {name} was interrupted: the worker running it stopped before its result was recorded, "
@@ -47,7 +50,8 @@ class Journal:
 
     The lease (`lease` seconds) is extended by every write and by a task
     renewing it every `lease / 3` seconds while the run goes on; a worker
-    that lost it gets `RunBusy` on its next write.
+    that lost it gets `LeaseLost` on its next write, and a renewal that finds
+    it lost cancels the run where it is (`stop_when_lost`).
     """
 
     __slots__ = (
@@ -58,8 +62,10 @@ class Journal:
         "_last",
         "_renewal",
         "_renewing",
+        "_stoppable",
         "_waiters",
         "lease",
+        "lost",
         "owner",
         "recovered",
         "run_id",
@@ -81,6 +87,9 @@ class Journal:
         self._last: Message | None = None
         self._renewal: asyncio.TimerHandle | None = None
         self._renewing: asyncio.Task[None] | None = None
+        self._stoppable: asyncio.Task[Any] | None = None
+        self.lost: LeaseLost | None = None
+        """Set when a renewal found the run taken over by another worker."""
 
     async def begin(self, run: Run, *, session: str | None = None, session_from: int = 0) -> None:
         """Create the run in the store, with its first messages and state."""
@@ -147,13 +156,39 @@ class Journal:
         """Record a result that no tool produced, with the next write."""
         self._held.append(_dumps(_result_entry(call_id, result)))
 
-    async def end(self, status: RunStatus, *, state: str | None = None, pending: int = 0) -> None:
-        """Write what was held back, set the run's status and let go of it."""
+    async def end(
+        self, status: RunStatus, *, state: str | None = None, pending: int = 0, turn: SessionTurn | None = None
+    ) -> None:
+        """Write what was held back, set the run's status and let go of it, with its session `turn` if any."""
         self._stop_renewing()
         if self._flush is not None:
             await self._written()
         held, self._held = self._held, []
-        await self.store.release_run(self.run_id, self.owner, status, state=state, pending=pending, entries=held)
+        try:
+            await self.store.release_run(
+                self.run_id, self.owner, status, state=state, pending=pending, entries=held, turn=turn
+            )
+        except BaseException:
+            self._held[:0] = held  # not written: a later end (the run failing) writes them
+            raise
+
+    @contextlib.contextmanager
+    def stop_when_lost(self) -> Iterator[None]:
+        """While inside, a renewal that finds the run taken over cancels this task; it then raises `self.lost`.
+
+        Only while inside: the task is then suspended inside the run, so the
+        cancellation lands there (the model call, the running tools) and
+        nowhere else.
+        """
+        task = self._stoppable = asyncio.current_task()
+        try:
+            yield
+        except asyncio.CancelledError:
+            if self.lost is not None and task is not None and task.uncancel() == 0:
+                raise self.lost from None
+            raise
+        finally:
+            self._stoppable = None
 
     async def _write(self, entry: dict[str, Any]) -> None:
         """Write `entry` with everything held; the calls of one batch writing at once share one round trip."""
@@ -218,6 +253,13 @@ class Journal:
             await self.store.renew_run(self.run_id, self.owner, self.lease)
         except RunBusy:
             self._renewing = None
+            self.lost = LeaseLost(
+                f"this worker lost run {self.run_id!r}: its lease lapsed and another worker took it over; "
+                "the run was stopped here (its model call and tools cancelled), the other worker goes on with it",
+                run_id=self.run_id,
+            )
+            if self._stoppable is not None:
+                self._stoppable.cancel()
             return
         except Exception as error:  # a store blip must not let the lease lapse while the run goes on
             logger.warning("run %s: renewing its lease failed (%s); trying again", self.run_id, error)

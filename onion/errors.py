@@ -12,6 +12,7 @@ __all__ = [
     "BadRequestError",
     "ConnectionLostError",
     "ContextTooLongError",
+    "LeaseLost",
     "MCPServerError",
     "MaxStepsExceeded",
     "MessageOrderError",
@@ -178,6 +179,22 @@ class RunBusy(OnionError):
         super().__init__(message)
         self.run_id = run_id
         self.status = status
+
+
+class LeaseLost(RunBusy):
+    """This worker lost its hold while the run went on: another worker took the run (or its session) over.
+
+    Its lease on the run lapsed and another worker claimed the run (`session`
+    is None): the run was stopped where it was, its model call and running
+    tools cancelled, and nothing more of it recorded by this worker. Or the
+    lock of its session `session` lapsed and another run on the session took
+    it: the run's messages were not appended (the session keeps the other
+    run's turn) and the run is failed in the journal.
+    """
+
+    def __init__(self, message: str, *, run_id: str, session: str | None = None, status: str | None = None) -> None:
+        super().__init__(message, run_id=run_id, status=status)
+        self.session = session
 
 
 class RunNotFound(OnionError, KeyError):

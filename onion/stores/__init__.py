@@ -12,7 +12,17 @@ protocols in `onion.stores` (`RunStore`, `SessionStore`, `CacheStore`,
 from __future__ import annotations
 
 from ._memory import MemoryStore
-from ._protocols import CacheStore, RateStore, RunRecord, RunStatus, RunStore, SessionStore, SlotStore, Store
+from ._protocols import (
+    CacheStore,
+    RateStore,
+    RunRecord,
+    RunStatus,
+    RunStore,
+    SessionStore,
+    SessionTurn,
+    SlotStore,
+    Store,
+)
 from ._redis import RedisStore
 from ._session import Session
 from ._sqlite import SQLiteStore
@@ -28,6 +38,7 @@ __all__ = [
     "SQLiteStore",
     "Session",
     "SessionStore",
+    "SessionTurn",
     "SlotStore",
     "Store",
 ]

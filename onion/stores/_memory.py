@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from ..errors import RunBusy
 from ._buckets import Bucket
 from ._load import StateLoader
-from ._protocols import RunRecord, RunStatus
-from ._refusals import claim_refusal, lost_message, run_deleted, run_not_found
+from ._protocols import RunRecord, RunStatus, SessionTurn
+from ._refusals import claim_refusal, run_deleted, run_lost, run_not_found, session_lost
 from ._session import SessionOpener
 
 
@@ -71,8 +71,13 @@ class MemoryStore(StateLoader, SessionOpener):
         state: str | None = None,
         pending: int = 0,
         entries: Sequence[str] = (),
+        turn: SessionTurn | None = None,
     ) -> None:
         record = self._held(run_id, owner)
+        if turn is not None:
+            if not self._holds_lock(turn.session_id, turn.lock):
+                raise session_lost(run_id, turn.session_id)
+            self._sessions.setdefault(turn.session_id, []).extend(turn.messages)
         self._journals[run_id].extend(entries)
         record.status, record.state, record.pending = status, state, pending
         record.owner = record.lease_expires = None
@@ -104,7 +109,7 @@ class MemoryStore(StateLoader, SessionOpener):
         if record is None:
             raise run_deleted(run_id)
         if record.owner != owner:
-            raise RunBusy(lost_message(run_id), run_id=run_id, status=record.status)
+            raise run_lost(run_id, record.status)
         return record
 
     # -- sessions --------------------------------------------------------------
@@ -112,15 +117,20 @@ class MemoryStore(StateLoader, SessionOpener):
     async def session_messages(self, session_id: str) -> list[str]:
         return list(self._sessions.get(session_id, ()))
 
-    async def session_append(self, session_id: str, messages: Sequence[str]) -> None:
+    async def session_append(self, session_id: str, messages: Sequence[str], *, lock: str | None = None) -> bool:
+        if lock is not None and not self._holds_lock(session_id, lock):
+            return False
         self._sessions.setdefault(session_id, []).extend(messages)
+        return True
 
     async def session_clear(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
 
-    async def lock_session(self, session_id: str, owner: str, lease: float) -> bool:
+    async def lock_session(self, session_id: str, owner: str, lease: float, *, renew: bool = False) -> bool:
         now = self.clock()
         holder = self._session_locks.get(session_id)
+        if renew and not self._holds_lock(session_id, owner):
+            return False
         if holder is not None and holder[0] != owner and holder[1] > now:
             return False
         self._session_locks[session_id] = (owner, now + lease)
@@ -130,6 +140,11 @@ class MemoryStore(StateLoader, SessionOpener):
         holder = self._session_locks.get(session_id)
         if holder is not None and holder[0] == owner:
             del self._session_locks[session_id]
+
+    def _holds_lock(self, session_id: str, owner: str) -> bool:
+        """`owner` holds the session's lock: no one took it since (its lease may have lapsed)."""
+        holder = self._session_locks.get(session_id)
+        return holder is not None and holder[0] == owner
 
     # -- cache -----------------------------------------------------------------
 

@@ -41,12 +41,25 @@ class RunRecord:
     pending: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class SessionTurn:
+    """A completed run's new messages (JSON text), appended to its session with the run's completion.
+
+    `lock` is the owner token of the session's lock (`Session.lock()`): the
+    turn is written only while that token still holds the lock.
+    """
+
+    session_id: str
+    messages: Sequence[str]
+    lock: str
+
+
 @runtime_checkable
 class RunStore(Protocol):
     """Runs, their journal, and who holds them.
 
     A worker holds a run under an `owner` token until `lease` seconds from
-    now; writes by an owner that lost its hold raise `RunBusy`, so a worker
+    now; writes by an owner that lost its hold raise `LeaseLost` (a `RunBusy`), so a worker
     taken over can never write again.
     """
 
@@ -67,11 +80,11 @@ class RunStore(Protocol):
         ...
 
     async def append_journal(self, run_id: str, owner: str, entries: Sequence[str], lease: float) -> None:
-        """Append entries in order and extend the lease; `RunBusy` if `owner` lost the run."""
+        """Append entries in order and extend the lease; `LeaseLost` if `owner` lost the run."""
         ...
 
     async def renew_run(self, run_id: str, owner: str, lease: float) -> None:
-        """Extend `owner`'s lease to `lease` seconds from now; `RunBusy` if it lost the run."""
+        """Extend `owner`'s lease to `lease` seconds from now; `LeaseLost` if it lost the run."""
         ...
 
     async def release_run(
@@ -83,8 +96,15 @@ class RunStore(Protocol):
         state: str | None = None,
         pending: int = 0,
         entries: Sequence[str] = (),
+        turn: SessionTurn | None = None,
     ) -> None:
-        """Append `entries`, set `status` and `state`, and let go of the run; `RunBusy` if lost."""
+        """Append `entries`, set `status` and `state`, and let go of the run; `LeaseLost` if `owner` lost it.
+
+        `turn`: append it to its session in the same transaction, so a run
+        is never completed without its turn nor its turn kept without the
+        run completed. `LeaseLost` naming the session, and nothing written,
+        when `turn.lock` no longer holds the session's lock.
+        """
         ...
 
     async def run_record(self, run_id: str) -> RunRecord | None:
@@ -120,16 +140,24 @@ class SessionStore(Protocol):
         """The session's messages, oldest first."""
         ...
 
-    async def session_append(self, session_id: str, messages: Sequence[str]) -> None:
-        """Append messages in one transaction."""
+    async def session_append(self, session_id: str, messages: Sequence[str], *, lock: str | None = None) -> bool:
+        """Append messages in one transaction.
+
+        With `lock` (an owner token of `lock_session`): only while that token
+        holds the session's lock; False, and nothing appended, when it does not.
+        """
         ...
 
     async def session_clear(self, session_id: str) -> None:
         """Forget the session's messages."""
         ...
 
-    async def lock_session(self, session_id: str, owner: str, lease: float) -> bool:
-        """Take (or extend) the session's lock for `owner` for `lease` seconds; False if someone else holds it."""
+    async def lock_session(self, session_id: str, owner: str, lease: float, *, renew: bool = False) -> bool:
+        """Take (or extend) the session's lock for `owner` for `lease` seconds; False if someone else holds it.
+
+        `renew`: only extend a lock `owner` still holds (its lease may have
+        lapsed, as long as no one took it since); False when it does not.
+        """
         ...
 
     async def unlock_session(self, session_id: str, owner: str) -> None:

@@ -13,8 +13,8 @@ from typing import Any
 from ..errors import RunBusy, StoreUnavailable
 from . import _redis_scripts as scripts
 from ._load import StateLoader
-from ._protocols import RunRecord, RunStatus
-from ._refusals import claim_refusal, lost_message, run_deleted, run_not_found
+from ._protocols import RunRecord, RunStatus, SessionTurn
+from ._refusals import claim_refusal, run_deleted, run_lost, run_not_found, session_lost
 from ._session import SessionOpener
 
 logger = logging.getLogger("onion.stores")
@@ -175,9 +175,33 @@ class RedisStore(StateLoader, SessionOpener):
         state: str | None = None,
         pending: int = 0,
         entries: Sequence[str] = (),
+        turn: SessionTurn | None = None,
     ) -> None:
         doing = f"ending run {run_id!r} as {status}"
-        await self._hold(run_id, owner, "release", 0, status, state or "", pending, entries, doing)
+        if turn is None:
+            await self._hold(run_id, owner, "release", 0, status, state or "", pending, entries, doing)
+            return
+        keys = [
+            *self._run_keys(run_id),
+            self._key("session", turn.session_id),
+            self._key("session-lock", turn.session_id),
+        ]
+        args = [
+            self._now(),
+            run_id,
+            owner,
+            status,
+            state or "",
+            pending,
+            turn.lock,
+            len(entries),
+            *entries,
+            *turn.messages,
+        ]
+        outcome = await self._script("RELEASE_WITH_TURN", keys, args, doing)
+        if outcome == "session-lost":
+            raise session_lost(run_id, turn.session_id)
+        self._check_held(run_id, outcome)
 
     async def _hold(
         self,
@@ -192,11 +216,13 @@ class RedisStore(StateLoader, SessionOpener):
         doing: str,
     ) -> None:
         args = [self._now(), run_id, owner, op, lease, status, state, pending, *entries]
-        outcome = await self._script("HOLD_RUN", self._run_keys(run_id), args, doing)
+        self._check_held(run_id, await self._script("HOLD_RUN", self._run_keys(run_id), args, doing))
+
+    def _check_held(self, run_id: str, outcome: str) -> None:
         if outcome == "missing":
             raise run_deleted(run_id)
         if outcome != "ok":
-            raise RunBusy(lost_message(run_id), run_id=run_id, status=outcome)
+            raise run_lost(run_id, outcome)
 
     async def run_record(self, run_id: str) -> RunRecord | None:
         fields = await self._command(f"reading run {run_id!r}", "hgetall", self._key("run", run_id))
@@ -239,18 +265,18 @@ class RedisStore(StateLoader, SessionOpener):
         doing = f"reading session {session_id!r}"
         return list(await self._command(doing, "lrange", self._key("session", session_id), 0, -1))
 
-    async def session_append(self, session_id: str, messages: Sequence[str]) -> None:
-        if messages:
-            await self._command(
-                f"appending to session {session_id!r}", "rpush", self._key("session", session_id), *messages
-            )
+    async def session_append(self, session_id: str, messages: Sequence[str], *, lock: str | None = None) -> bool:
+        keys = [self._key("session", session_id), self._key("session-lock", session_id)]
+        doing = f"appending to session {session_id!r}"
+        return bool(await self._script("SESSION_APPEND", keys, [lock or "", *messages], doing))
 
     async def session_clear(self, session_id: str) -> None:
         await self._command(f"clearing session {session_id!r}", "delete", self._key("session", session_id))
 
-    async def lock_session(self, session_id: str, owner: str, lease: float) -> bool:
+    async def lock_session(self, session_id: str, owner: str, lease: float, *, renew: bool = False) -> bool:
         keys = [self._key("session-lock", session_id)]
-        return bool(await self._script("LOCK", keys, [self._now(), owner, lease], f"locking session {session_id!r}"))
+        args = [self._now(), owner, lease, "1" if renew else "0"]
+        return bool(await self._script("LOCK", keys, args, f"locking session {session_id!r}"))
 
     async def unlock_session(self, session_id: str, owner: str) -> None:
         await self._script("UNLOCK", [self._key("session-lock", session_id)], [owner], f"unlocking {session_id!r}")

@@ -57,19 +57,26 @@ return reply
 """
 )
 
+# Why the worker `owner` cannot write to the run at `run_key`: nil when it holds the run, else
+# 'missing' or the status of a run it lost.
+LOST = """
+local function lost(run_key, owner)
+  if redis.call('HGET', run_key, 'owner') == owner then return nil end
+  if redis.call('EXISTS', run_key) == 0 then return 'missing' end
+  return redis.call('HGET', run_key, 'status')
+end
+"""
+
 # KEYS: run, journal, index. ARGV: now, run_id, owner, op ('append', 'renew' or 'release'),
 # lease, status, state ('' for none), pending, entries...
 # Returns 'ok', 'missing', or the status of a run `owner` lost.
 HOLD_RUN = (
     NOW
+    + LOST
     + """
 local now = now_from(ARGV[1])
-local owner = redis.call('HGET', KEYS[1], 'owner')
-if not owner then
-  if redis.call('EXISTS', KEYS[1]) == 0 then return 'missing' end
-  return redis.call('HGET', KEYS[1], 'status')
-end
-if owner ~= ARGV[3] then return redis.call('HGET', KEYS[1], 'status') end
+local refusal = lost(KEYS[1], ARGV[3])
+if refusal then return refusal end
 local op = ARGV[4]
 if op == 'renew' then
   redis.call('HSET', KEYS[1], 'lease_expires', tostring(now + tonumber(ARGV[5])))
@@ -87,18 +94,50 @@ return 'ok'
 """
 )
 
-# KEYS: lock. ARGV: now, owner, lease. Returns 1 when `owner` holds the lock now.
+# A run's release with its session turn, both or neither.
+# KEYS: run, journal, index, session, session lock. ARGV: now, run_id, owner, status, state ('' for none),
+# pending, session lock token, number of entries, entries..., turn messages...
+# Returns what HOLD_RUN does, or 'session-lost' when the token no longer holds the session's lock.
+RELEASE_WITH_TURN = (
+    NOW
+    + LOST
+    + """
+local now = now_from(ARGV[1])
+local refusal = lost(KEYS[1], ARGV[3])
+if refusal then return refusal end
+if redis.call('HGET', KEYS[5], 'owner') ~= ARGV[7] then return 'session-lost' end
+local entries = tonumber(ARGV[8])
+if entries > 0 then redis.call('RPUSH', KEYS[2], unpack(ARGV, 9, 8 + entries)) end
+if #ARGV > 8 + entries then redis.call('RPUSH', KEYS[4], unpack(ARGV, 9 + entries)) end
+redis.call('HSET', KEYS[1], 'status', ARGV[4], 'state', ARGV[5], 'pending', ARGV[6], 'updated', tostring(now))
+redis.call('HDEL', KEYS[1], 'owner', 'lease_expires')
+redis.call('ZADD', KEYS[3], now, ARGV[2])
+return 'ok'
+"""
+)
+
+# KEYS: lock. ARGV: now, owner, lease, renew ('1': only extend a lock `owner` holds).
+# Returns 1 when `owner` holds the lock now.
 LOCK = (
     NOW
     + """
 local now = now_from(ARGV[1])
 local holder = redis.call('HMGET', KEYS[1], 'owner', 'expires')
+if ARGV[4] == '1' and holder[1] ~= ARGV[2] then return 0 end
 if holder[1] and holder[1] ~= ARGV[2] and tonumber(holder[2]) > now then return 0 end
 redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'expires', tostring(now + tonumber(ARGV[3])))
 redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[3]) * 1000))
 return 1
 """
 )
+
+# KEYS: session, lock. ARGV: lock token ('' for none), messages...
+# Returns 0, appending nothing, when the token does not hold the session's lock; else 1.
+SESSION_APPEND = """
+if ARGV[1] ~= '' and redis.call('HGET', KEYS[2], 'owner') ~= ARGV[1] then return 0 end
+if #ARGV > 1 then redis.call('RPUSH', KEYS[1], unpack(ARGV, 2)) end
+return 1
+"""
 
 # KEYS: lock. ARGV: owner.
 UNLOCK = """

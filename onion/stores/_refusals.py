@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import RunNotFound
+from ..errors import LeaseLost, RunNotFound
 from ._protocols import RunRecord
 
 
@@ -35,6 +35,20 @@ def claim_refusal(record: RunRecord, now: float, paused_only: bool = False) -> s
     return f"run {record.run_id!r} has {record.status} already (another worker may have resumed it); nothing to resume"
 
 
-def lost_message(run_id: str) -> str:
-    """The `RunBusy` message for a worker whose lease lapsed and whose run another worker took."""
-    return f"this worker lost run {run_id!r}: its lease expired and another worker took it over"
+def run_lost(run_id: str, status: str | None) -> LeaseLost:
+    """`LeaseLost` for a worker whose lease lapsed and whose run (now `status`) another worker took."""
+    return LeaseLost(
+        f"this worker lost run {run_id!r}: its lease expired and another worker took it over",
+        run_id=run_id,
+        status=status,
+    )
+
+
+def session_lost(run_id: str, session_id: str) -> LeaseLost:
+    """`LeaseLost` for a run whose session lock lapsed and passed to another run: its turn was not appended."""
+    return LeaseLost(
+        f"run {run_id!r} lost the lock of session {session_id!r}: it lapsed and another run on the session took it, "
+        "so this run's messages were not appended (the run is failed; run again on the session's new history)",
+        run_id=run_id,
+        session=session_id,
+    )

@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
 
 from .._messages import Message
-from ._protocols import SessionStore
+from ._protocols import SessionStore, SessionTurn
+
+logger = logging.getLogger("onion.stores")
 
 
 class Session:
@@ -35,20 +38,32 @@ class Session:
         """The conversation so far, oldest first."""
         return [Message.from_dict(json.loads(text)) for text in await self.store.session_messages(self.session_id)]
 
-    async def append(self, messages: Sequence[Message]) -> None:
-        """Append `messages` in one transaction."""
-        if messages:
-            await self.store.session_append(
-                self.session_id, [json.dumps(m.to_dict(), ensure_ascii=False) for m in messages]
-            )
+    async def append(self, messages: Sequence[Message], *, lock: str | None = None) -> bool:
+        """Append `messages` in one transaction.
+
+        With `lock` (the token `lock()` gave): only while it still holds the
+        session's lock; False, and nothing appended, once another run took it.
+        """
+        if not messages and lock is None:
+            return True
+        return await self.store.session_append(self.session_id, _encoded(messages), lock=lock)
+
+    def turn(self, messages: Sequence[Message], lock: str) -> SessionTurn:
+        """`messages` as a turn to append with a run's completion (`RunStore.release_run`), fenced by `lock`."""
+        return SessionTurn(self.session_id, _encoded(messages), lock)
 
     async def clear(self) -> None:
         """Forget the conversation."""
         await self.store.session_clear(self.session_id)
 
     @contextlib.asynccontextmanager
-    async def lock(self) -> AsyncIterator[None]:
-        """Hold the session's lock: wait for it (polling, never blocking the loop), renew it while held."""
+    async def lock(self) -> AsyncIterator[str]:
+        """Hold the session's lock, yielding its owner token: wait for it (polling, never blocking the loop).
+
+        The lock is renewed while held. If it lapsed and another run took it,
+        renewing stops (it is never taken back): an append fenced by the token
+        (`append(..., lock=token)`, `turn(...)`) is then refused.
+        """
         owner = uuid.uuid4().hex
         wait = self.poll
         while not await self.store.lock_session(self.session_id, owner, self.lease):
@@ -56,7 +71,7 @@ class Session:
             wait = min(wait * 2, 0.25)
         renewing = asyncio.create_task(self._renew(owner))
         try:
-            yield
+            yield owner
         finally:
             renewing.cancel()
             await asyncio.gather(renewing, return_exceptions=True)
@@ -65,7 +80,12 @@ class Session:
     async def _renew(self, owner: str) -> None:
         while True:
             await asyncio.sleep(self.lease / 3)
-            await self.store.lock_session(self.session_id, owner, self.lease)
+            try:
+                if not await self.store.lock_session(self.session_id, owner, self.lease, renew=True):
+                    logger.warning("session %s: its lock lapsed and another run took it", self.session_id)
+                    return
+            except Exception as error:  # a store blip must not let the lock lapse while the run goes on
+                logger.warning("session %s: renewing its lock failed (%s); trying again", self.session_id, error)
 
     def __repr__(self) -> str:
         return f"<Session {self.session_id!r}>"
@@ -77,3 +97,7 @@ class SessionOpener:
     def session(self: SessionStore, session_id: str) -> Session:
         """The conversation `session_id` kept in this store."""
         return Session(self, session_id)
+
+
+def _encoded(messages: Sequence[Message]) -> list[str]:
+    return [json.dumps(m.to_dict(), ensure_ascii=False) for m in messages]

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 from ..errors import RunBusy
 from ._buckets import Bucket
 from ._load import StateLoader
-from ._protocols import RunRecord, RunStatus
-from ._refusals import claim_refusal, lost_message, run_deleted, run_not_found
+from ._protocols import RunRecord, RunStatus, SessionTurn
+from ._refusals import claim_refusal, run_deleted, run_lost, run_not_found, session_lost
 from ._session import SessionOpener
 from ._sqlite_thread import SQLiteThread
 
@@ -146,6 +146,7 @@ class SQLiteStore(StateLoader, SessionOpener):
         state: str | None = None,
         pending: int = 0,
         entries: Sequence[str] = (),
+        turn: SessionTurn | None = None,
     ) -> None:
         now = self.clock()
 
@@ -157,6 +158,8 @@ class SQLiteStore(StateLoader, SessionOpener):
                 "status = ?, state = ?, pending = ?, owner = NULL, lease_expires = NULL, updated = ?",
                 (status, state, pending, now),
             )
+            if turn is not None and not _append_to_session(db, turn.session_id, turn.messages, turn.lock):
+                raise session_lost(run_id, turn.session_id)
             _append(db, run_id, entries)
 
         await self._write(release)
@@ -186,28 +189,21 @@ class SQLiteStore(StateLoader, SessionOpener):
         rows = await self._read("SELECT message FROM onion_sessions WHERE session_id = ? ORDER BY seq", session_id)
         return [row[0] for row in rows]
 
-    async def session_append(self, session_id: str, messages: Sequence[str]) -> None:
-        def append(db: sqlite3.Connection) -> None:
-            (last,) = db.execute(
-                "SELECT coalesce(max(seq), 0) FROM onion_sessions WHERE session_id = ?", (session_id,)
-            ).fetchone()
-            db.executemany(
-                "INSERT INTO onion_sessions VALUES (?, ?, ?)",
-                [(session_id, last + i, message) for i, message in enumerate(messages, 1)],
-            )
-
-        await self._write(append)
+    async def session_append(self, session_id: str, messages: Sequence[str], *, lock: str | None = None) -> bool:
+        return await self._write(lambda db: _append_to_session(db, session_id, messages, lock))
 
     async def session_clear(self, session_id: str) -> None:
         await self._execute("DELETE FROM onion_sessions WHERE session_id = ?", session_id)
 
-    async def lock_session(self, session_id: str, owner: str, lease: float) -> bool:
+    async def lock_session(self, session_id: str, owner: str, lease: float, *, renew: bool = False) -> bool:
         now = self.clock()
 
         def lock(db: sqlite3.Connection) -> bool:
             row = db.execute(
                 "SELECT owner, expires FROM onion_session_locks WHERE session_id = ?", (session_id,)
             ).fetchone()
+            if renew and (row is None or row[0] != owner):
+                return False
             if row is not None and row[0] != owner and row[1] > now:
                 return False
             db.execute("INSERT OR REPLACE INTO onion_session_locks VALUES (?, ?, ?)", (session_id, owner, now + lease))
@@ -324,7 +320,7 @@ def _record(db: sqlite3.Connection, run_id: str) -> RunRecord | None:
 
 
 def _hold(db: sqlite3.Connection, run_id: str, owner: str, assignments: str, values: tuple[Any, ...]) -> None:
-    """Apply `assignments` to the run if `owner` holds it; else `RunBusy` (or `RunNotFound`)."""
+    """Apply `assignments` to the run if `owner` holds it; else `LeaseLost` (or `RunNotFound`)."""
     changed = db.execute(
         f"UPDATE onion_runs SET {assignments} WHERE run_id = ? AND owner = ?", (*values, run_id, owner)
     ).rowcount
@@ -332,7 +328,23 @@ def _hold(db: sqlite3.Connection, run_id: str, owner: str, assignments: str, val
         record = _record(db, run_id)
         if record is None:
             raise run_deleted(run_id)
-        raise RunBusy(lost_message(run_id), run_id=run_id, status=record.status)
+        raise run_lost(run_id, record.status)
+
+
+def _append_to_session(db: sqlite3.Connection, session_id: str, messages: Sequence[str], lock: str | None) -> bool:
+    """Append `messages` to the session, only while `lock` (if given) holds its lock; False when it does not."""
+    if lock is not None:
+        row = db.execute("SELECT owner FROM onion_session_locks WHERE session_id = ?", (session_id,)).fetchone()
+        if row is None or row[0] != lock:
+            return False
+    (last,) = db.execute(
+        "SELECT coalesce(max(seq), 0) FROM onion_sessions WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    db.executemany(
+        "INSERT INTO onion_sessions VALUES (?, ?, ?)",
+        [(session_id, last + i, message) for i, message in enumerate(messages, 1)],
+    )
+    return True
 
 
 def _append(db: sqlite3.Connection, run_id: str, entries: Sequence[str]) -> None:

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from onion import Agent, ToolCall, tool
 from onion._journal import Journal
-from onion.errors import OnionError, RunBusy, RunNotFound
-from onion.stores import MemoryStore
+from onion.errors import LeaseLost, OnionError, RunBusy, RunNotFound
+from onion.stores import MemoryStore, RedisStore, SQLiteStore
 from onion.testing import ScriptedModel, call
 
 
@@ -310,3 +313,47 @@ async def test_a_call_cancelled_while_its_batch_is_written_leaves_the_write_to_t
     await kept
     assert cancelled.cancelled()
     assert [e.get("id") for e in entries(store, "r")] == [None, "a", "b"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+async def test_a_worker_that_finds_its_lease_taken_over_cancels_its_tools_and_raises_lease_lost(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Worker A hangs in a tool; worker B (whose clock is past A's lease) takes the run over and finishes it. A's
+    next renewal finds the run lost: A's tool is cancelled, A asks its model nothing more and raises LeaseLost;
+    the journal holds only B's work after the takeover."""
+    ahead = lambda: time.time() + 3600  # noqa: E731
+    if backend == "redis":
+        url, namespace = request.getfixturevalue("redis_url"), f"t{uuid.uuid4().hex[:12]}"
+        store_a: Any = RedisStore(url, namespace=namespace)
+        store_b: Any = RedisStore(url, namespace=namespace, clock=ahead)
+    else:
+        store_a, store_b = SQLiteStore(tmp_path / "r.db"), SQLiteStore(tmp_path / "r.db", clock=ahead)
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def hang() -> str:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    model_a = ScriptedModel([[call("hang")], "A's answer"])
+    running = asyncio.create_task(Agent(model_a, tools=[hang], store=store_a, lease=0.3).run("go"))
+    await started.wait()
+    (record,) = await store_a.runs()
+    taken = await Agent(ScriptedModel(["B's answer"]), tools=[hang], store=store_b).recover(record.run_id)
+    assert taken.output == "B's answer" and "hang was interrupted" in taken.messages[-2].text
+    written = await store_b.journal(record.run_id)
+    with pytest.raises(LeaseLost, match="lost run") as lost:
+        await asyncio.wait_for(running, 10)
+    assert lost.value.run_id == record.run_id and lost.value.session is None
+    assert cancelled.is_set() and len(model_a.requests) == 1
+    assert await store_a.journal(record.run_id) == written
+    assert [json.loads(e)["k"] for e in written] == ["start", "model", "tool", "result", "model"]
+    assert (await store_a.run_record(record.run_id)).status == "completed"  # type: ignore[union-attr]
+    for store in (store_a, store_b):
+        await store.aclose()

@@ -6,12 +6,16 @@ import asyncio
 import subprocess
 import sys
 import textwrap
+import time
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from onion import Agent, Message, ModelCall
-from onion.stores import MemoryStore, SQLiteStore
+from onion.errors import LeaseLost, RunBusy
+from onion.stores import MemoryStore, RedisStore, SQLiteStore
 from onion.testing import FunctionModel, ScriptedModel
 
 
@@ -122,6 +126,13 @@ def test_a_session_id_without_a_store_says_how_to_give_one() -> None:
         agent.run_sync("hi", session="s")
 
 
+def test_a_session_kept_in_another_store_than_the_agents_is_refused_naming_the_fix() -> None:
+    """On an agent with a store, a run completes in the write that appends its turn: the session must be there."""
+    agent = Agent(ScriptedModel(["x"]), store=MemoryStore())
+    with pytest.raises(ValueError, match="another store than agent.store"):
+        agent.run_sync("hi", session=MemoryStore().session("s"))
+
+
 async def test_a_streamed_run_continues_and_extends_its_session() -> None:
     """agent.stream(..., session=) sees the session's history and appends the run when it finishes."""
     from onion import RunFinished
@@ -132,3 +143,102 @@ async def test_a_streamed_run_continues_and_extends_its_session() -> None:
     events = [event async for event in agent.stream("two", session="s")]
     assert isinstance(events[-1], RunFinished) and events[-1].result.output == "one|two"
     assert [m.text for m in await store.session("s").messages()] == ["one", "one", "two", "one|two"]
+
+
+DIE_FINISHING = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    from onion import Agent
+    from onion.stores import SQLiteStore
+    from onion.testing import ScriptedModel
+
+    class DyingStore(SQLiteStore):
+        '''Dies (os._exit, no cleanup) at the write that completes a run: before it, or right after it.'''
+
+        async def release_run(self, *args, **options):
+            if sys.argv[2] == "before":
+                os._exit(3)
+            await super().release_run(*args, **options)
+            os._exit(3)
+
+    async def main():
+        store = DyingStore(sys.argv[1])
+        await Agent(ScriptedModel(["hello"]), store=store).run("hi", session="s")
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.mark.parametrize("dies", ["before", "after"])
+async def test_a_worker_dying_as_its_session_run_completes_leaves_the_turn_in_the_session_exactly_once(
+    dies: str, tmp_path: Path
+) -> None:
+    """A worker killed just before or just after the write that completes a run on a session: once the run is
+    recovered (or found completed), the session holds the run's turn once, never zero times, never twice."""
+    path = tmp_path / "onion.db"
+    worker = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-c", DIE_FINISHING, str(path), dies], capture_output=True, text=True
+    )
+    assert worker.returncode == 3, worker.stderr
+    async with SQLiteStore(path, clock=lambda: time.time() + 3600) as store:  # past the dead worker's leases
+        (record,) = await store.runs()
+        agent = Agent(ScriptedModel(["hello"]), store=store)
+        if dies == "before":
+            assert (await agent.recover(record.run_id)).output == "hello"
+        with pytest.raises(RunBusy, match="completed"):
+            await agent.recover(record.run_id)
+        kept = await store.session("s").messages()
+    assert [(m.role, m.text) for m in kept] == [("user", "hi"), ("assistant", "hello")]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "sqlite-no-journal", "redis"])
+async def test_a_run_whose_session_lock_passed_to_another_run_appends_nothing_and_raises_lease_lost(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Run A's session lock lapses while its model call hangs; run B takes the lock and appends its turn. A then
+    completes but its append is refused: LeaseLost names the session, which holds B's turn only."""
+    clock = Clock()
+    if backend == "redis":
+        url, namespace = request.getfixturevalue("redis_url"), f"t{uuid.uuid4().hex[:12]}"
+        first: Any = RedisStore(url, namespace=namespace, clock=clock)
+        second: Any = RedisStore(url, namespace=namespace, clock=clock)
+    else:
+        first, second = SQLiteStore(tmp_path / "s.db", clock=clock), SQLiteStore(tmp_path / "s.db", clock=clock)
+    journaled = backend != "sqlite-no-journal"
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def hangs(call: ModelCall) -> str:
+        entered.set()
+        await release.wait()
+        return echo_history(call)
+
+    def on(store: Any, model: Any) -> tuple[Agent[str], Any]:
+        if journaled:
+            return Agent(model, store=store), "s"
+        return Agent(model), store.session("s")
+
+    agent_a, session_a = on(first, FunctionModel(hangs))
+    run_a = asyncio.create_task(agent_a.run("a", session=session_a))
+    await entered.wait()
+    clock.now += 31  # past the lock's 30 s lease: A's lock lapsed (its renewals are 10 s apart)
+    agent_b, session_b = on(second, FunctionModel(echo_history))
+    assert (await agent_b.run("b", session=session_b)).output == "b"
+    release.set()
+    with pytest.raises(LeaseLost, match="lost the lock of session 's'") as lost:
+        await run_a
+    assert lost.value.session == "s"
+    assert [m.text for m in await first.session("s").messages()] == ["b", "b"]
+    if journaled:
+        record = await first.run_record(lost.value.run_id)
+        assert record is not None and record.status == "failed"
+    for store in (first, second):
+        await store.aclose()

@@ -14,8 +14,18 @@ import pytest
 from middleware import cache, rate_limit
 from middleware.rate_limit import RateLimitExceeded
 from onion import Agent
-from onion.errors import RunBusy, RunNotFound
-from onion.stores import CacheStore, MemoryStore, RateStore, RedisStore, RunStore, SessionStore, SQLiteStore, Store
+from onion.errors import LeaseLost, RunBusy, RunNotFound
+from onion.stores import (
+    CacheStore,
+    MemoryStore,
+    RateStore,
+    RedisStore,
+    RunStore,
+    SessionStore,
+    SessionTurn,
+    SQLiteStore,
+    Store,
+)
 from onion.testing import ScriptedModel
 
 
@@ -133,7 +143,7 @@ async def test_an_expired_lease_lets_another_worker_take_over_and_fences_the_old
         store.renew_run("r1", "w1", lease=10),
         store.release_run("r1", "w1", "completed"),
     ):
-        with pytest.raises(RunBusy, match="lost run"):
+        with pytest.raises(LeaseLost, match="lost run"):
             await write
     assert await store.journal("r1") == []
 
@@ -165,6 +175,54 @@ async def test_a_session_lock_has_one_holder_until_released_or_expired(store: St
     assert await store.lock_session("s", "b", lease=10)
     advance(store, 11)
     assert await store.lock_session("s", "a", lease=10)
+
+
+async def test_a_completed_runs_session_turn_is_written_with_its_completion_or_not_at_all(store: Store) -> None:
+    """release_run with a turn completes the run and appends the turn in one write; with the session's lock lost
+    (or the run's lease), it raises LeaseLost and writes neither."""
+    assert await store.lock_session("s", "lock-1", lease=10)
+    await store.start_run("r1", agent="a", owner="w1", lease=30, entries=["start"], session="s")
+    await store.release_run("r1", "w1", "completed", entries=["answer"], turn=SessionTurn("s", ["m1", "m2"], "lock-1"))
+    assert await store.session_messages("s") == ["m1", "m2"]
+    assert await store.journal("r1") == ["start", "answer"]
+    assert (await store.run_record("r1")).status == "completed"  # type: ignore[union-attr]
+
+    await store.start_run("r2", agent="a", owner="w1", lease=30, entries=["start"], session="s")
+    advance(store, 11)
+    assert await store.lock_session("s", "lock-2", lease=10)  # lock-1 lapsed; another run took the lock
+    with pytest.raises(LeaseLost, match="session 's'") as lost:
+        await store.release_run("r2", "w1", "completed", entries=["late"], turn=SessionTurn("s", ["m3"], "lock-1"))
+    assert lost.value.session == "s" and lost.value.run_id == "r2"
+    assert await store.session_messages("s") == ["m1", "m2"]
+    assert await store.journal("r2") == ["start"]
+    record = await store.run_record("r2")
+    assert record is not None and (record.status, record.owner) == ("running", "w1")
+
+    advance(store, 31)
+    await store.claim_run("r2", "w2", lease=30)
+    with pytest.raises(LeaseLost, match="lost run") as lost:
+        await store.release_run("r2", "w1", "completed", turn=SessionTurn("s", ["m3"], "lock-2"))
+    assert lost.value.session is None
+    assert await store.session_messages("s") == ["m1", "m2"]
+
+
+async def test_a_session_append_fenced_by_a_lock_token_is_refused_once_another_holder_took_the_lock(
+    store: Store,
+) -> None:
+    """append(lock=token) writes only while the token holds the lock; renewing never takes a lost lock back."""
+    assert await store.lock_session("s", "a", lease=10)
+    assert await store.session_append("s", ["m1"], lock="a")
+    advance(store, 11)
+    assert await store.lock_session("s", "a", lease=10, renew=True)  # lapsed, but no one took it
+    advance(store, 11)
+    assert await store.lock_session("s", "b", lease=10)
+    assert not await store.session_append("s", ["late"], lock="a")
+    assert not await store.lock_session("s", "a", lease=10, renew=True)
+    await store.unlock_session("s", "b")
+    assert not await store.lock_session("s", "a", lease=10, renew=True)  # free now, yet not taken back
+    assert not await store.session_append("s", ["late"], lock="a")
+    assert await store.session_append("s", ["m2"])
+    assert await store.session_messages("s") == ["m1", "m2"]
 
 
 async def test_cache_entries_expire_with_the_store_clock(store: Store) -> None:
