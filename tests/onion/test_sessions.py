@@ -129,7 +129,7 @@ def test_a_session_id_without_a_store_says_how_to_give_one() -> None:
 def test_a_session_kept_in_another_store_than_the_agents_is_refused_naming_the_fix() -> None:
     """On an agent with a store, a run completes in the write that appends its turn: the session must be there."""
     agent = Agent(ScriptedModel(["x"]), store=MemoryStore())
-    with pytest.raises(ValueError, match="another store than agent.store"):
+    with pytest.raises(ValueError, match="another store than agent"):
         agent.run_sync("hi", session=MemoryStore().session("s"))
 
 
