@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,29 @@ INTERRUPTED = (
     "so it may or may not have run. Check whether it took effect before calling it again."
 )
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+def _compact_encoder() -> Callable[[Any, int], Sequence[str]]:
+    """The C encoder that `json.dumps(separators=(",", ":"), ensure_ascii=False)` builds on every call, built once.
+
+    It does not track the containers it is inside: a value that contains
+    itself raises `RecursionError` instead of `ValueError`.
+    """
+    encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+    make: Any = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator: the pure-Python encoder, whole
+        return lambda value, _: (encoder.encode(value),)
+    chunks: Callable[[Any, int], Sequence[str]] = make(
+        None, encoder.default, json.encoder.encode_basestring, None, ":", ",", False, False, True
+    )
+    return chunks
+
+
+_chunks = _compact_encoder()
+
+
+def _dumps(entry: dict[str, Any]) -> str:
+    """`entry` as compact JSON text."""
+    return "".join(_chunks(entry, 0))
 
 
 class Journal:
@@ -364,7 +387,7 @@ def _encode(entry: dict[str, Any], run: Run) -> str:
     """`entry` as JSON text; a `run.state` that JSON cannot hold is refused, naming the key."""
     try:
         return _dumps(entry)
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, RecursionError) as error:
         for key, value in run.state.items():
             try:
                 json.dumps(value)

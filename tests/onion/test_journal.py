@@ -96,6 +96,15 @@ async def test_a_run_state_that_json_cannot_hold_is_refused_naming_the_key() -> 
         await agent.run("go", state={"handle": object()})
 
 
+async def test_a_run_state_that_contains_itself_is_refused_naming_the_key() -> None:
+    """A value holding itself cannot be JSON either: the same clear error, naming the key."""
+    loop: dict[str, object] = {}
+    loop["again"] = loop
+    agent = Agent(ScriptedModel(["x"]), store=MemoryStore())
+    with pytest.raises(OnionError, match=r"run.state\['loop'\] \(dict\) is not JSON-serialisable"):
+        await agent.run("go", state={"ok": 1, "loop": loop})
+
+
 async def test_a_failed_run_resumes_without_repeating_finished_calls_or_recorded_responses() -> None:
     """The worker dies in the second call of a batch: the first is not run again, the second is in doubt."""
     store = MemoryStore()
