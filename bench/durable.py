@@ -4,8 +4,13 @@ Workloads (fake model, no latency): an answer alone (1 model call); one
 tool call then an answer (2 model calls, 1 tool call); the standard
 workload (2 model calls, 3 parallel tool calls). Each runs with no store
 and with a `SQLiteStore` in a temporary directory; the difference is the
-journal's cost. A burst of concurrent journaled runs (50 ms model latency)
-gives runs per second against the same burst with no store.
+journal's cost. A journaled run of the standard workload waits for 4 store
+round trips (its start; the model response with the 3 tool starts; the 3
+results; the final response with the run's end), so one round trip (an
+`append_journal` of 3 entries, through the store's thread and one SQLite
+transaction) is measured alone. A burst of concurrent journaled runs
+(50 ms model latency) gives runs per second against the same burst with
+no store.
 """
 
 from __future__ import annotations
@@ -79,6 +84,18 @@ async def model_entry_cost(rounds: int = 2000) -> float:
     return (time.perf_counter() - start) / rounds
 
 
+async def round_trip(store: SQLiteStore, rounds: int = 500) -> float:
+    """Seconds for one `append_journal` of 3 tool-start entries, awaited alone."""
+    await store.start_run("bench-trip", agent="bench", owner="bench", lease=30.0, entries=["{}"])
+    entries = ['{"k":"tool","id":"call_0","name":"add"}'] * 3
+    for _ in range(50):
+        await store.append_journal("bench-trip", "bench", entries, 30.0)
+    start = time.perf_counter()
+    for _ in range(rounds):
+        await store.append_journal("bench-trip", "bench", entries, 30.0)
+    return (time.perf_counter() - start) / rounds
+
+
 async def burst(runs: int, store: SQLiteStore | None) -> float:
     """Wall seconds for `runs` concurrent runs of the standard workload (50 ms per model call)."""
     agent = make_agent(3, store, LATENCY)
@@ -99,6 +116,8 @@ async def measure(scale: Scale, where: Path) -> dict[str, float]:
         cases[f"sqlite {calls}"] = batch_of(make_agent(calls, store))
     t = await interleaved(cases, rounds=scale.rounds, target_s=scale.target_s * 5)
     t["model entry"] = await model_entry_cost()
+    async with SQLiteStore(where / "trip.db") as store:
+        t["round trip"] = await round_trip(store)
     runs = 100 if scale.concurrent_runs < 1000 else 1000
     async with SQLiteStore(where / "burst.db") as store:
         t["burst sqlite"] = await burst(runs, store)
@@ -133,6 +152,7 @@ def rows(scale: Scale) -> list[Row]:
             "run, no store",
         ),
         Row(SECTION, "journal per model call (entry held for the next write)", t["model entry"] * 1e6, "µs"),
+        Row(SECTION, "SQLiteStore round trip (append_journal, 3 entries)", t["round trip"] * 1e6, "µs"),
         Row(SECTION, "journal per tool call (+1 model call), 1 call per batch", (journal[1] - journal[0]) * 1e6, "µs"),
         Row(SECTION, "journal per tool call, 3 parallel calls per batch", (journal[3] - journal[0]) / 3 * 1e6, "µs"),
         Row(

@@ -205,7 +205,8 @@ class RunNotFound(OnionError, KeyError):
 
 
 class StoreUnavailable(OnionError):
-    """The store could not be reached (Redis down or unreachable): the operation did not happen.
+    """The store could not be reached or written (Redis down or unreachable; an SQLite file locked past its
+    busy timeout, full or read-only): the operation did not happen.
 
     A journal write that raises it left the journal as it was; the run fails
     and can be resumed (`agent.resume(run_id)`) once the store is back.

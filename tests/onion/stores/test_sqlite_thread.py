@@ -155,3 +155,29 @@ async def test_a_caller_cancelled_while_its_write_waits_leaves_the_write_and_the
         await kept
         assert cancelled.cancelled()
         assert [await store.get(key) for key in ("a", "b")] == ["1", "2"]
+
+
+@pytest.mark.parametrize("problem", ["full", "read-only"])
+async def test_a_full_or_read_only_file_is_store_unavailable_and_the_store_works_once_it_is_not(
+    tmp_path: Path, problem: str
+) -> None:
+    """A journal write that SQLite refuses (no page left, or query_only) raises StoreUnavailable naming the
+    reason; nothing of it is kept, and writes succeed again once the limit is lifted."""
+    async with SQLiteStore(tmp_path / "x.db") as store:
+        await store.start_run("r", agent="a", owner="w", lease=30, entries=["start"])
+
+        def limit(db: sqlite3.Connection) -> None:
+            pages = db.execute("PRAGMA page_count").fetchone()[0]
+            db.execute(f"PRAGMA max_page_count = {pages}" if problem == "full" else "PRAGMA query_only = ON")
+
+        await store._thread.read(limit)
+        with pytest.raises(StoreUnavailable, match="full" if problem == "full" else "readonly"):
+            await store.append_journal("r", "w", ["x" * 20_000], lease=30)
+        await store._thread.read(
+            lambda db: db.execute(
+                "PRAGMA max_page_count = 1073741823" if problem == "full" else "PRAGMA query_only = OFF"
+            )
+        )
+        assert await store.journal("r") == ["start"]
+        await store.append_journal("r", "w", ["next"], lease=30)
+        assert await store.journal("r") == ["start", "next"]
