@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
-import threading
-import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from onion import Handler, ModelCall, ModelResponse, Tool
 from onion.errors import RateLimitedError
+from onion.stores import RateStore
+from onion.stores._buckets import MemoryRateStore
 from onion.tracing import waited
 
 _MAX_TOKEN_SETTINGS = ("max_tokens", "max_output_tokens", "max_completion_tokens")
@@ -27,83 +26,6 @@ class RateLimitExceeded(RateLimitedError):
     def __init__(self, message: str, *, key: str, retry_after: float) -> None:
         super().__init__(message, retry_after=retry_after)
         self.key = key
-
-
-class RateStore(Protocol):
-    """Where the limits' counters live; in process now, shareable (e.g. Redis) later.
-
-    `acquire` either reserves one request and `tokens` tokens for `key` and
-    returns 0, or reserves nothing and returns the seconds to wait before
-    trying again; `tokens` is never more than `tpm` (the layer caps a larger
-    estimate). `reconcile` corrects a reservation once the real usage is
-    known: `reserved` is what `acquire` reserved (`refund_request`: the call
-    never reached the model, e.g. a cache hit). `pause` makes `key` wait
-    until `seconds` from now (the provider's rate-limit signal). One store
-    may serve several threads and event loops at once.
-    """
-
-    async def acquire(self, key: str, tokens: int, *, rpm: float | None, tpm: float | None, window: float) -> float: ...
-
-    async def reconcile(self, key: str, reserved: int, used: int, *, refund_request: bool = False) -> None: ...
-
-    async def pause(self, key: str, seconds: float) -> None: ...
-
-
-class _Bucket:
-    __slots__ = ("paused_until", "requests", "tokens", "updated")
-
-    def __init__(self, now: float) -> None:
-        self.requests = self.tokens = math.inf  # full: clamped to the limit on first use
-        self.updated = now
-        self.paused_until = 0.0
-
-
-class MemoryRateStore:
-    """Token buckets in this process, one per key.
-
-    Each limit refills evenly over `window` and holds at most one window's
-    worth (so a full minute's requests may go at once, as providers allow).
-    """
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
-        self._buckets: dict[str, _Bucket] = {}
-        self._lock = threading.Lock()
-
-    async def acquire(self, key: str, tokens: int, *, rpm: float | None, tpm: float | None, window: float) -> float:
-        with self._lock:
-            now = self.clock()
-            bucket = self._buckets.get(key)
-            if bucket is None:
-                bucket = self._buckets[key] = _Bucket(now)
-            elapsed, bucket.updated = now - bucket.updated, now
-            wait = bucket.paused_until - now
-            if rpm:
-                bucket.requests = min(max(rpm, 1.0), bucket.requests + elapsed * rpm / window)
-                wait = max(wait, (1 - bucket.requests) * window / rpm)
-            if tpm:
-                if tokens > tpm:
-                    raise ValueError(f"MemoryRateStore.acquire: {tokens} tokens can never fit in tpm={tpm}")
-                bucket.tokens = min(tpm, bucket.tokens + elapsed * tpm / window)
-                wait = max(wait, (tokens - bucket.tokens) * window / tpm)
-            if wait > 0:
-                return wait
-            bucket.requests -= 1
-            bucket.tokens -= tokens
-            return 0.0
-
-    async def reconcile(self, key: str, reserved: int, used: int, *, refund_request: bool = False) -> None:
-        with self._lock:
-            bucket = self._buckets.get(key)
-            if bucket is not None:
-                bucket.tokens += reserved - used
-                bucket.requests += refund_request
-
-    async def pause(self, key: str, seconds: float) -> None:
-        with self._lock:
-            now = self.clock()
-            bucket = self._buckets.setdefault(key, _Bucket(now))
-            bucket.paused_until = max(bucket.paused_until, now + seconds)
 
 
 def estimate_tokens(call: ModelCall) -> int:

@@ -1,8 +1,11 @@
-"""The token-bucket arithmetic of rate limits, shared by every store."""
+"""Token buckets for rate limits: the arithmetic every store shares, and the in-process store built on it."""
 
 from __future__ import annotations
 
 import math
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -39,3 +42,41 @@ class Bucket:
 
     def pause(self, now: float, seconds: float) -> None:
         self.paused_until = max(self.paused_until, now + seconds)
+
+
+class MemoryRateStore:
+    """Token buckets in this process, one per key.
+
+    Each limit refills evenly over `window` and holds at most one window's
+    worth (so a full minute's requests may go at once, as providers allow).
+    One store may serve several threads, each with its own event loop: every
+    operation reads `clock` and changes its bucket under one lock. A clock
+    that steps back refills nothing.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._buckets: dict[str, Bucket] = {}
+        self._buckets_lock = threading.Lock()
+
+    async def acquire(self, key: str, tokens: int, *, rpm: float | None, tpm: float | None, window: float) -> float:
+        with self._buckets_lock:
+            now = self.clock()
+            bucket = self._buckets.get(key)
+            if bucket is None:
+                bucket = self._buckets[key] = Bucket(updated=now)
+            return bucket.take(now, tokens, rpm, tpm, window)
+
+    async def reconcile(self, key: str, reserved: int, used: int, *, refund_request: bool = False) -> None:
+        with self._buckets_lock:
+            bucket = self._buckets.get(key)
+            if bucket is not None:
+                bucket.give_back(reserved, used, refund_request)
+
+    async def pause(self, key: str, seconds: float) -> None:
+        with self._buckets_lock:
+            now = self.clock()
+            bucket = self._buckets.get(key)
+            if bucket is None:
+                bucket = self._buckets[key] = Bucket(updated=now)
+            bucket.pause(now, seconds)

@@ -7,30 +7,30 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 from ..errors import RunBusy
-from ._buckets import Bucket
+from ._buckets import MemoryRateStore
 from ._load import StateLoader
 from ._protocols import RunRecord, RunStatus, SessionTurn
 from ._refusals import claim_refusal, run_deleted, run_lost, run_not_found, session_lost
 from ._session import SessionOpener
 
 
-class MemoryStore(StateLoader, SessionOpener):
+class MemoryStore(StateLoader, SessionOpener, MemoryRateStore):
     """Runs, journals, sessions, cache entries and rate counters in dicts; gone with the process.
 
     `clock` (seconds, default `time.time`) decides leases, TTLs and rate
     windows; tests pass a fake one. The cache keeps at most `max_entries`
-    entries, dropping the least recently used.
+    entries, dropping the least recently used. Its rate limits are a
+    `MemoryRateStore`'s: they hold across threads, each with its own loop.
     """
 
     def __init__(self, *, clock: Callable[[], float] = time.time, max_entries: int = 1024) -> None:
-        self.clock = clock
+        MemoryRateStore.__init__(self, clock)
         self.max_entries = max_entries
         self._runs: dict[str, RunRecord] = {}
         self._journals: dict[str, list[str]] = {}
         self._sessions: dict[str, list[str]] = {}
         self._session_locks: dict[str, tuple[str, float]] = {}
         self._cache: OrderedDict[str, tuple[str, float]] = OrderedDict()
-        self._buckets: dict[str, Bucket] = {}
 
     # -- runs ------------------------------------------------------------------
 
@@ -163,24 +163,6 @@ class MemoryStore(StateLoader, SessionOpener):
         self._cache.move_to_end(key)
         while len(self._cache) > self.max_entries:
             self._cache.popitem(last=False)
-
-    # -- rate limits -----------------------------------------------------------
-
-    async def acquire(self, key: str, tokens: int, *, rpm: float | None, tpm: float | None, window: float) -> float:
-        now = self.clock()
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            bucket = self._buckets[key] = Bucket(updated=now)
-        return bucket.take(now, tokens, rpm, tpm, window)
-
-    async def reconcile(self, key: str, reserved: int, used: int, *, refund_request: bool = False) -> None:
-        bucket = self._buckets.get(key)
-        if bucket is not None:
-            bucket.give_back(reserved, used, refund_request)
-
-    async def pause(self, key: str, seconds: float) -> None:
-        now = self.clock()
-        self._buckets.setdefault(key, Bucket(updated=now)).pause(now, seconds)
 
     def __repr__(self) -> str:
         return f"<MemoryStore runs={len(self._runs)} sessions={len(self._sessions)} cached={len(self._cache)}>"

@@ -179,9 +179,13 @@ class RateStore(Protocol):
     """The counters of `middleware.rate_limit`, shared by every worker using the store.
 
     `acquire` either reserves one request and `tokens` tokens for `key` and
-    returns 0, or reserves nothing and returns the seconds to wait.
-    `reconcile` corrects a reservation once the real usage is known;
-    `pause` makes `key` wait `seconds` from now.
+    returns 0, or reserves nothing and returns the seconds to wait before
+    trying again; `tokens` is never more than `tpm` (the layer caps a larger
+    estimate). `reconcile` corrects a reservation once the real usage is
+    known: `reserved` is what `acquire` reserved (`refund_request`: the call
+    never reached the model, e.g. a cache hit). `pause` makes `key` wait
+    until `seconds` from now (the provider's rate-limit signal). One store
+    may serve several threads and event loops at once.
     """
 
     async def acquire(self, key: str, tokens: int, *, rpm: float | None, tpm: float | None, window: float) -> float: ...

@@ -55,6 +55,15 @@ async def test_fewer_than_one_request_per_window_still_lets_one_through_then_wai
     assert await store.acquire("k", 0, rpm=0.5, tpm=None, window=60) == pytest.approx(120.0)
 
 
+async def test_a_clock_stepping_back_takes_no_requests_away() -> None:
+    """rpm=2 with a wall clock set back a minute: the second request still goes, the third waits."""
+    times = iter([100.0, 40.0, 40.0])
+    store = MemoryRateStore(clock=lambda: next(times))
+    assert await store.acquire("k", 0, rpm=2, tpm=None, window=60) == 0.0
+    assert await store.acquire("k", 0, rpm=2, tpm=None, window=60) == 0.0
+    assert await store.acquire("k", 0, rpm=2, tpm=None, window=60) == pytest.approx(30.0)
+
+
 async def test_tokens_are_reserved_from_an_estimate_and_reconciled_with_real_usage() -> None:
     """A call that used fewer tokens than estimated gives the rest back."""
     store = MemoryRateStore()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -266,6 +267,48 @@ async def test_rate_store_pause_and_refund(store: Store) -> None:
     await store.reconcile("k", 10, 0, refund_request=True)
     await store.pause("k", 7)
     assert await store.acquire("k", 1, rpm=None, tpm=None, window=60) == pytest.approx(7)
+
+
+def test_memory_store_rate_limits_hold_across_threads_each_running_its_own_event_loop() -> None:
+    """Two threads, each with its own loop, reserve at once from one MemoryStore under rpm=2: a third call waits.
+
+    The rpm the threads pass hands over between them inside `acquire`, after
+    the bucket was read: the first thread there waits (at most 1 s) for the
+    second to get there too, and the second waits for the first to finish.
+    Without a lock around the bucket, the second writes back what it read and
+    the first reservation is lost.
+    """
+    store = MemoryStore(clock=lambda: 100.0)
+    arrivals: list[int] = []
+    arriving = threading.Lock()
+    second_in, first_done = threading.Event(), threading.Event()
+
+    class HandOver(float):
+        def __rmul__(self, other: float) -> float:
+            with arriving:
+                arrivals.append(threading.get_ident())
+                order = len(arrivals)
+            if order == 1:
+                second_in.wait(1.0)  # never set while the first holds a lock the second waits for
+            elif order == 2:
+                second_in.set()
+                assert first_done.wait(10)
+            return float(other) * float(self)
+
+    waits: list[float] = []
+
+    def reserve() -> None:
+        waits.append(asyncio.run(store.acquire("k", 0, rpm=HandOver(2), tpm=None, window=60)))
+        if arrivals[0] == threading.get_ident():
+            first_done.set()
+
+    threads = [threading.Thread(target=reserve) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert waits == [0.0, 0.0]
+    assert asyncio.run(store.acquire("k", 0, rpm=2, tpm=None, window=60)) == pytest.approx(30.0)
 
 
 HOLD_LOCK = """
