@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, overload
@@ -168,6 +169,19 @@ class Agent(Generic[OutputT]):
         from ._subagent import agent_tool
 
         return agent_tool(self, name, description, inherit)
+
+    def _restacked(self, *middleware: Any) -> Self:
+        """This agent with `middleware` as its stack instead of its own, every other setting kept.
+
+        A shallow copy, so a setting added to `Agent` later carries over
+        without being named here; the chains built from the stack are built
+        again, and the copy never closes the model (this agent owns it).
+        """
+        derived = copy.copy(self)
+        derived.stack = Stack(*middleware, name=self.name)
+        derived._chains = None
+        derived._owns_model = False
+        return derived
 
     def on(
         self, event: str, matcher: Any = None, *, errors: Literal["raise", "log"] = "raise"

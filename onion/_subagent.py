@@ -57,24 +57,7 @@ class SubAgent:
         """The child agent with the parent's stack around its own (built once per parent, rebuilt as stacks change)."""
         derived = self._derived.get(parent)
         if derived is None:
-            from ._agent import Agent
-
-            child = self.agent
-            derived = Agent(
-                child.model,
-                tools=[*child.tools, *child.tool_sources],
-                instructions=child.instructions,
-                middleware=[parent.stack, child.stack],
-                name=child.name,
-                max_steps=child.max_steps,
-                parallel_tools=child.parallel_tools,
-                settings=child.settings,
-                checked=child.checked,
-                tool_threads=child.tool_threads,
-                output_type=child.output_type,
-                output_retries=child.output_retries,
-            )
-            self._derived[parent] = derived
+            derived = self._derived[parent] = self.agent._restacked(parent.stack, self.agent.stack)
         return derived
 
 

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
+from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from middleware import log
-from onion import Agent, Message, ModelCall, ModelResponse, Usage
+from onion import Agent, Message, ModelCall, ModelResponse, Run, Tool, ToolThreads, Usage, tool
+from onion._stack import checked_by_default
+from onion._tool_sources import ToolSource
+from onion.stores import MemoryStore
 from onion.testing import FunctionModel, ScriptedModel, call
 
 
@@ -97,3 +103,64 @@ async def test_with_tracing_the_child_run_nests_under_the_parents_tool_call() ->
     tool_line = next(i for i, line in enumerate(lines) if "tool child(task='t')" in line)
     assert "run child" in lines[tool_line + 1]
     assert lines[tool_line + 1].index("run child") > lines[tool_line].index("tool child")
+
+
+class Finding(BaseModel):
+    text: str
+
+
+class NoTools(ToolSource):
+    async def list_tools(self, run: Run | None) -> list[Tool]:
+        return []
+
+
+@tool
+def lookup(query: str) -> str:
+    """Look something up."""
+    return query
+
+
+async def test_a_sub_agent_with_inherit_keeps_every_setting_of_the_agent() -> None:
+    """Run through the parent's stack, the child keeps each constructor setting (its store too: the run is journaled).
+
+    Every parameter of `Agent(...)` gets a value other than its default
+    here; a new parameter fails this test until it is given one too.
+    """
+    own: list[str] = []
+
+    async def child_layer(call_: ModelCall, call_next: object) -> object:
+        own.append("child layer")
+        return await call_next(call_)  # type: ignore[operator]
+
+    store = MemoryStore()
+    child_model = ScriptedModel([Finding(text="found")])
+    given: dict[str, Any] = {
+        "model": child_model,
+        "tools": [lookup, NoTools()],
+        "instructions": "Find facts.",
+        "middleware": [child_layer],
+        "name": "researcher",
+        "max_steps": 7,
+        "parallel_tools": False,
+        "settings": {"temperature": 0.25},
+        "checked": not checked_by_default(),
+        "store": store,
+        "lease": 12.0,
+        "tool_threads": ToolThreads(2),
+        "output_type": Finding,
+        "output_retries": 5,
+    }
+    parameters = inspect.signature(Agent.__init__).parameters
+    assert set(parameters) - {"self"} == set(given), "give each new Agent parameter a non-default value here"
+    assert all(value != parameters[name].default for name, value in given.items())
+    child = Agent(given.pop("model"), **given)
+    parent = Agent(ScriptedModel([[call("researcher", task="look")], "done"]), tools=[child.as_tool(inherit=True)])
+
+    assert (await parent.run("go")).output == "done"
+
+    derived = child_model.requests[0].run.agent
+    assert derived is not child and derived.model is child.model and own == ["child layer"]
+    assert (derived.tools, derived.tool_sources) == (child.tools, child.tool_sources)
+    for name in set(given) - {"tools", "middleware"}:
+        assert getattr(derived, name) == getattr(child, name), name
+    assert [record.agent for record in await store.runs()] == ["researcher"]
