@@ -9,6 +9,8 @@ from typing import Any
 
 from onion import Agent, Handler, Message, Model, ModelCall, ModelResponse, Run, Tool
 
+from ._tokens import estimate_tokens
+
 __all__ = ["CLEARED", "compact", "estimate_tokens"]
 
 CLEARED = "[cleared to save context]"
@@ -19,16 +21,6 @@ SUMMARY_PROMPT = (
     "and what remains to do. Be concise; write only the summary."
 )
 _json = json.JSONEncoder(default=str).encode
-
-
-def estimate_tokens(messages: Sequence[Message], tools: Sequence[Tool] = ()) -> int:
-    """A rough token count: the characters of the messages (text, tool names and arguments as JSON) and tools, / 4."""
-    chars = sum(len(t.name) + len(t.description or "") + len(_json(t.parameters)) for t in tools)
-    for message in messages:
-        chars += len(message.text) + 4
-        for request in message.tool_calls:
-            chars += len(request.name) + len(_json(request.args))
-    return chars // 4
 
 
 class _Memo:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from onion import Handler, ModelCall, ModelResponse, Tool
+from onion import Handler, ModelCall, ModelResponse
 from onion.errors import RateLimitedError
 from onion.stores import RateStore
 from onion.stores._buckets import MemoryRateStore
 from onion.tracing import waited
+
+from . import _tokens
 
 _MAX_TOKEN_SETTINGS = ("max_tokens", "max_output_tokens", "max_completion_tokens")
 
@@ -32,41 +33,11 @@ def estimate_tokens(call: ModelCall) -> int:
     """A rough token count for `call` before it is sent: text length / 4, plus its max tokens setting.
 
     The text is the messages, their tool calls' names and arguments (as
-    JSON) and the tools' names, descriptions and schemas (as JSON).
+    JSON) and the tools' names, descriptions and schemas (as JSON): the
+    count `compact` uses too (`middleware.compact.estimate_tokens`).
     """
-    chars = _tools_chars(call.tools)
-    args = []
-    for m in call.messages:
-        chars += len(m.text)
-        for c in m.tool_calls:
-            chars += len(c.name)
-            args.append(c.args)
-    if args:  # one encoding for all: "[" + ", ".join(each) + "]"
-        chars += len(_json(args)) - 2 * len(args)
     most = next((call.settings[name] for name in _MAX_TOKEN_SETTINGS if name in call.settings), 0)
-    return chars // 4 + (most if isinstance(most, int) else 0)
-
-
-_json = json.JSONEncoder(default=str).encode
-
-_TOOLS_CHARS: dict[tuple[Tool, ...], int] = {}
-_TOOLS_CHARS_MAX = 256
-
-
-def _tools_chars(tools: Sequence[Tool]) -> int:
-    """The length of a tool list's names, descriptions and schemas, memoized per list of tools.
-
-    Keyed by the `Tool` objects (identity, held while memoized); emptied
-    past 256 lists. A `Tool` changed in place after use keeps its old size.
-    """
-    key = tuple(tools)
-    chars = _TOOLS_CHARS.get(key)
-    if chars is None:
-        chars = sum(len(t.name) + len(t.description or "") + len(json.dumps(t.parameters)) for t in tools)
-        if len(_TOOLS_CHARS) >= _TOOLS_CHARS_MAX:
-            _TOOLS_CHARS.clear()
-        _TOOLS_CHARS[key] = chars
-    return chars
+    return _tokens.estimate_tokens(call.messages, call.tools) + (most if isinstance(most, int) else 0)
 
 
 def model_key(call: ModelCall) -> str:

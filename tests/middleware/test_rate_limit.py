@@ -195,3 +195,23 @@ def test_estimate_counts_tool_call_arguments_and_tool_schemas_as_json() -> None:
     chars = len("hi") + len("sunny") + sum(len("lookup") + len(json.dumps(a, default=str)) for a in args)
     chars += 2 * (len("lookup") + len("Find things.") + len(json.dumps(lookup.parameters)))
     assert estimate_tokens(model_call) == estimate_tokens(model_call) == chars // 4
+
+
+def test_rate_limit_and_compact_estimate_a_request_alike() -> None:
+    """One count: `rate_limit`'s estimate of a call is `compact`'s of its messages and tools, plus max_tokens."""
+    from middleware.compact import estimate_tokens as compact_estimate
+
+    @tool
+    def lookup(query: str) -> str:
+        """Find things."""
+        return query
+
+    requests = [ToolRequest("c0", "lookup", {"query": "weather"})]
+    messages = [
+        Message.system("Be brief."),
+        Message.user("hi"),
+        Message.assistant("", requests),
+        Message.tool("c0", "ok"),
+    ]
+    model_call = ModelCall(Run(None, "hi", messages), messages, [lookup], "m", {"max_tokens": 10})  # type: ignore[arg-type]
+    assert estimate_tokens(model_call) == compact_estimate(messages, [lookup]) + 10
