@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 _KEY_START = r"(?:(?<![A-Za-z0-9].)|(?<=\\[nrtbf].))"
@@ -158,17 +159,28 @@ def scrub_value(value: Any, patterns: Sequence[re.Pattern[str]] = BUILTIN, repla
     replaced whole. Containers are rebuilt (dicts and lists; tuples become
     lists); other values are returned as they are.
     """
+    return rewrite_strings(value, partial(scrub, patterns=patterns, replacement=replacement), replacement)
+
+
+def rewrite_strings(value: Any, text: Callable[[str], str], secret: str | None = None) -> Any:
+    """`value` (JSON-like data: dicts, lists, tuples, strings) with `text` applied to every string.
+
+    With `secret`, a non-empty value under a key matching `SECRET_NAME`
+    (`{"password": ...}`) becomes `secret` whole. Containers are rebuilt
+    (dicts and lists; tuples become lists); other values are returned as
+    they are.
+    """
     if isinstance(value, str):
-        return scrub(value, patterns, replacement)
+        return text(value)
     if isinstance(value, dict):
         return {
-            key: replacement
-            if isinstance(key, str) and SECRET_NAME.search(key) and item
-            else scrub_value(item, patterns, replacement)
+            key: secret
+            if secret is not None and isinstance(key, str) and item and SECRET_NAME.search(key)
+            else rewrite_strings(item, text, secret)
             for key, item in value.items()
         }
     if isinstance(value, list | tuple):
-        return [scrub_value(item, patterns, replacement) for item in value]
+        return [rewrite_strings(item, text, secret) for item in value]
     return value
 
 

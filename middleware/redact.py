@@ -23,7 +23,7 @@ from onion import (
     ToolResult,
 )
 
-from .patterns import BUILTIN, SECRET_NAME, luhn_valid, open_match_start, scrub
+from .patterns import BUILTIN, luhn_valid, open_match_start, rewrite_strings, scrub
 
 __all__ = ["RedactedStream", "luhn_valid", "redact"]
 
@@ -90,22 +90,8 @@ class redact:
             text = rule(text)
         return text
 
-    def _value(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {
-                key: self.replacement
-                if self.builtin and isinstance(key, str) and item and SECRET_NAME.search(key)
-                else self._value(item)
-                for key, item in value.items()
-            }
-        if isinstance(value, list | tuple):
-            return [self._value(item) for item in value]
-        return value
-
     def _request(self, request: ToolRequest) -> ToolRequest:
-        args = self._value(request.args)
+        args = rewrite_strings(request.args, self.text, self.replacement if self.builtin else None)
         raw_args = None if request.raw_args is None else self.text(request.raw_args)
         if args == request.args and raw_args == request.raw_args:
             return request
