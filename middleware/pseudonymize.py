@@ -7,6 +7,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any, Protocol
 
 from onion import (
@@ -28,6 +29,7 @@ from onion import (
 )
 from onion.errors import RunStateError
 
+from ._message_memo import MessageMemo
 from .patterns import CARD_NUMBER, EMAIL, IBAN, PHONE, iban_valid, luhn_valid, phone_valid
 
 __all__ = ["MemoryVault", "Pseudonyms", "RestoredEvents", "RestoredStream", "Vault", "pseudonymize"]
@@ -200,7 +202,7 @@ class pseudonymize:
         self.vault: Vault = vault if vault is not None else MemoryVault()
         self._runs: dict[Run, Pseudonyms] = {}
         """The placeholders of each running run."""
-        self._memos: dict[Run, dict[int, tuple[Message, str, list[ToolRequest], Message]]] = {}
+        self._memos: dict[Run, MessageMemo] = {}
         """Per running run, what each message seen so far became (the mapping only grows, so it stays right)."""
 
     def text(self, text: str, pseudonyms: Pseudonyms) -> str:
@@ -251,21 +253,6 @@ class pseudonymize:
             return message
         return replace(message, text=text, tool_calls=calls, content=content)
 
-    def _hide(self, messages: list[Message], pseudonyms: Pseudonyms, memo: dict[int, Any]) -> None:
-        """Replace each message of `messages` (in place) by its version with placeholders; each is scanned once."""
-        for index, message in enumerate(messages):
-            seen = memo.get(id(message))
-            if (
-                seen is None
-                or seen[0] is not message
-                or seen[1] is not message.text
-                or seen[2] is not message.tool_calls
-            ):
-                hidden = self.message(message, pseudonyms)
-                seen = memo[id(message)] = (message, message.text, message.tool_calls, hidden)
-                memo[id(hidden)] = (hidden, hidden.text, hidden.tool_calls, hidden)
-            messages[index] = seen[3]
-
     def _input(self, value: Any, pseudonyms: Pseudonyms) -> Any:
         """The run's input (`run.input`, kept in its `RunState`) with its values replaced."""
         if isinstance(value, str):
@@ -284,13 +271,13 @@ class pseudonymize:
         going_on = run.steps > 0  # resumed after a pause, or recovered from the journal
         pseudonyms = await self._pseudonyms(run, going_on)
         self._runs[run] = pseudonyms
-        self._memos[run] = {}
+        self._memos[run] = MessageMemo()
         emit = run.emit
         if emit is not None:
             run.emit = RestoredEvents(emit, pseudonyms)
         try:
             run.input = self._input(run.input, pseudonyms)
-            self._hide(run.messages, pseudonyms, self._memos[run])
+            self._memos[run].rewrite(run.messages, partial(self.message, pseudonyms=pseudonyms))
             result = await call_next(run)
         except BaseException:
             if pseudonyms.values:  # a failed run can be resumed from its journal
@@ -334,9 +321,9 @@ class pseudonymize:
         pseudonyms = self._runs.get(call.run)
         if pseudonyms is None:
             raise RuntimeError("pseudonymize is a run and model layer: add it with agent.use(...), not to one chain")
-        memo = self._memos[call.run]
-        self._hide(call.run.messages, pseudonyms, memo)
-        self._hide(call.messages, pseudonyms, memo)
+        memo, hide = self._memos[call.run], partial(self.message, pseudonyms=pseudonyms)
+        memo.rewrite(call.run.messages, hide)
+        memo.rewrite(call.messages, hide)
         if call.run.emit is not None:
             with call.edit_stream(RestoredStream(pseudonyms)):
                 response: ModelResponse = await call_next(call)

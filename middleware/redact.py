@@ -23,12 +23,12 @@ from onion import (
     ToolResult,
 )
 
+from ._message_memo import MessageMemo
 from .patterns import BUILTIN, luhn_valid, open_match_start, rewrite_strings, scrub
 
 __all__ = ["RedactedStream", "luhn_valid", "redact"]
 
 Rule = Callable[[str], str]
-_Memo = dict[int, tuple[Message, str, list[ToolRequest], Message]]
 
 
 class redact:
@@ -81,7 +81,7 @@ class redact:
                 raise TypeError(f"redact: {pattern!r} is not a regex (str or compiled) or a callable str -> str")
         if not self.rules:
             raise TypeError("redact(builtin=False) needs at least one pattern or callable to apply")
-        self._memos: dict[Run, _Memo] = {}
+        self._memos: dict[Run, MessageMemo] = {}
         """Per running run, what each message sent so far was redacted to; kept out of `run.state`."""
 
     def text(self, text: str) -> str:
@@ -135,7 +135,7 @@ class redact:
             run.input = [self.message(m) if isinstance(m, Message) else m for m in original]
         owns_memo = run not in self._memos  # the same layer twice in a stack shares one memo
         if owns_memo:
-            self._memos[run] = {}
+            self._memos[run] = MessageMemo()
         try:
             result: RunResult = await call_next(run)
         finally:
@@ -152,14 +152,8 @@ class redact:
         return await self._model(call, call_next)
 
     async def _model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
-        memo = self._memos.get(call.run, {})
-        messages = call.messages
-        for index, message in enumerate(messages):
-            seen = memo.get(id(message))
-            if seen is None or seen[1] is not message.text or seen[2] is not message.tool_calls:
-                seen = memo[id(message)] = (message, message.text, message.tool_calls, self.message(message))
-            if seen[3] is not message:
-                messages[index] = seen[3]
+        memo = self._memos.get(call.run)
+        (MessageMemo() if memo is None else memo).rewrite(call.messages, self.message)
         response: ModelResponse = await call_next(call)
         if self.responses:
             redacted = self.message(response.message)

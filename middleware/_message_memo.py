@@ -1,0 +1,40 @@
+"""`MessageMemo`: what a layer rewrote each message of one run to, so it rewrites each message once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from onion import Message, ToolRequest
+
+
+class MessageMemo:
+    """A layer's rewrites of one run's messages (`redact`, `pseudonymize`), each computed once.
+
+    Keyed by the message object, which the memo holds (so its id is never
+    reused meanwhile); a message edited in place (its `text` or
+    `tool_calls` reassigned) is rewritten again. A rewrite is final: met
+    later (a rewritten message back in the history), it is kept as it is.
+    """
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[Message, str, list[ToolRequest], Message]] = {}
+
+    def rewrite(self, messages: list[Message], rewrite: Callable[[Message], Message]) -> None:
+        """Replace each of `messages`, in place, by `rewrite(message)`, remembered from earlier calls."""
+        memo = self._seen
+        for index, message in enumerate(messages):
+            seen = memo.get(id(message))
+            if (
+                seen is None
+                or seen[0] is not message
+                or seen[1] is not message.text
+                or seen[2] is not message.tool_calls
+            ):
+                rewritten = rewrite(message)
+                seen = memo[id(message)] = (message, message.text, message.tool_calls, rewritten)
+                if rewritten is not message:
+                    memo[id(rewritten)] = (rewritten, rewritten.text, rewritten.tool_calls, rewritten)
+            if seen[3] is not message:
+                messages[index] = seen[3]
