@@ -126,8 +126,13 @@ class Message:
         )
 
 
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
 def _request_dict(request: ToolRequest) -> dict[str, Any]:
-    data = {"id": request.id, "name": request.name, "args": copy.deepcopy(request.args)}
+    args = request.args
+    copied = dict(args) if _SCALARS.issuperset(map(type, args.values())) else copy.deepcopy(args)
+    data = {"id": request.id, "name": request.name, "args": copied}
     if request.raw_args is not None:
         data["raw_args"] = request.raw_args
     return data
