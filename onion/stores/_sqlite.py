@@ -16,6 +16,7 @@ from ._load import StateLoader
 from ._protocols import RunRecord, RunStatus, SessionTurn
 from ._refusals import claim_refusal, run_deleted, run_lost, run_not_found, session_lost
 from ._session import SessionOpener
+from ._sqlite_checkpoints import BACKSTOP_PAGES, Checkpoints
 from ._sqlite_thread import SQLiteThread
 
 T = TypeVar("T")
@@ -56,7 +57,9 @@ class SQLiteStore(StateLoader, SessionOpener):
     concurrent runs share round trips. A transaction that cannot begin or
     commit raises `StoreUnavailable` in each write it held: none happened.
     `synchronous=NORMAL`: a commit survives the process being killed; a
-    power loss can lose the last commits, never corrupt the file. `clock`
+    power loss can lose the last commits, never corrupt the file. The WAL is
+    checkpointed (synced to disk) by another thread (`Checkpoints`), so no
+    commit waits for the disk. `clock`
     (seconds since the epoch, shared by every process) decides leases and
     TTLs. Close it with `aclose()` / `close()`, or use it as a context
     manager; one store may serve several event loops and threads.
@@ -69,8 +72,10 @@ class SQLiteStore(StateLoader, SessionOpener):
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+        self._db.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
         self._db.executescript(_SCHEMA)
-        self._thread = SQLiteThread(self._db, f"SQLiteStore({self.path!r})")
+        name = f"SQLiteStore({self.path!r})"
+        self._thread = SQLiteThread(self._db, name, Checkpoints(self.path, name))
         weakref.finalize(self, self._thread.stop_soon)
 
     # -- plumbing --------------------------------------------------------------

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..errors import StoreUnavailable
+from ._sqlite_checkpoints import Checkpoints
 
 T = TypeVar("T")
 Work = Callable[[sqlite3.Connection], Any]
@@ -33,11 +34,13 @@ class SQLiteThread:
     settled on the caller's own event loop, so one store serves coroutines of
     several loops and threads. The thread starts with the first query;
     `stop()` / `astop()` finish what is queued, close the connection and end
-    it. `name` names the store in errors.
+    it. `name` names the store in errors. `checkpoints`, if given, hears of
+    every commit (and is stopped before the connection closes).
     """
 
-    def __init__(self, db: sqlite3.Connection, name: str) -> None:
+    def __init__(self, db: sqlite3.Connection, name: str, checkpoints: Checkpoints | None = None) -> None:
         self.name = name
+        self.checkpoints = checkpoints
         self._db = db
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -113,6 +116,8 @@ class SQLiteThread:
             _settle_all(work, outcomes)
             stopping = [item for item in batch if item[0] == _STOP]
             if stopping:
+                if self.checkpoints is not None:
+                    self.checkpoints.stop()
                 self._db.close()
                 _settle_all(stopping, [(True, None)] * len(stopping))
                 return
@@ -162,6 +167,8 @@ class SQLiteThread:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             return [(False, self._unavailable("could not commit", error)) for _ in works]
+        if self.checkpoints is not None:
+            self.checkpoints.committed()
         return outcomes
 
     def _mapped(self, error: BaseException) -> BaseException:

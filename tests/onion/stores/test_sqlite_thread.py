@@ -12,6 +12,7 @@ import pytest
 
 from onion.errors import StoreUnavailable
 from onion.stores import SQLiteStore
+from onion.stores._sqlite_checkpoints import Checkpoints
 
 
 def store_threads() -> list[threading.Thread]:
@@ -181,3 +182,28 @@ async def test_a_full_or_read_only_file_is_store_unavailable_and_the_store_works
         assert await store.journal("r") == ["start"]
         await store.append_journal("r", "w", ["next"], lease=30)
         assert await store.journal("r") == ["start", "next"]
+
+
+async def test_checkpoints_run_in_a_thread_of_their_own_and_end_with_the_store(tmp_path: Path) -> None:
+    """Every `every` commits another thread (on its own connection) copies the WAL into the database file, so
+    no commit waits for the disk; the committing connection checkpoints only past a large backstop."""
+    path = tmp_path / "x.db"
+    before = store_threads()
+    store = SQLiteStore(path)
+    checkpoints = Checkpoints(str(path), store._thread.name, every=5)
+    store._thread.checkpoints = checkpoints
+    assert await store._thread.read(lambda db: db.execute("PRAGMA wal_autocheckpoint").fetchone()[0]) == 10_000
+    for i in range(5):
+        await store.set(f"k{i}", "x" * 50_000, None)
+    for _ in range(1000):  # the checkpoint thread was woken by the 5th commit
+        if checkpoints.runs:
+            break
+        await asyncio.sleep(0.01)
+    assert checkpoints.runs == 1
+    assert path.stat().st_size > 250_000  # the five values are in the database file, not only in the WAL
+    assert [t.name for t in store_threads() if t not in before] == [
+        f"onion SQLiteStore({str(path)!r})",
+        f"onion SQLiteStore({str(path)!r}) checkpoints",
+    ]
+    await store.aclose()
+    assert store_threads() == before
