@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -63,7 +65,7 @@ class rate_limit:
     share this layer share its `store` (default: a `MemoryRateStore`).
     """
 
-    __slots__ = ("estimate", "key", "rpm", "sleep", "store", "tpm", "wait", "window")
+    __slots__ = ("_refunds", "estimate", "key", "rpm", "sleep", "store", "tpm", "wait", "window")
 
     def __init__(
         self,
@@ -83,27 +85,106 @@ class rate_limit:
         self.rpm, self.tpm, self.wait, self.key, self.estimate, self.window = rpm, tpm, wait, key, estimate, window
         self.sleep = sleep
         self.store: RateStore = store if store is not None else MemoryRateStore()
+        self._refunds = Refunds()
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
         key = self.key(call)
         reserved = min(self.estimate(call), int(self.tpm)) if self.tpm else 0
-        while (delay := await self.store.acquire(key, reserved, rpm=self.rpm, tpm=self.tpm, window=self.window)) > 0:
+        while True:
+            refunds = self._refunds.count(key)
+            delay = await self.store.acquire(key, reserved, rpm=self.rpm, tpm=self.tpm, window=self.window)
+            if delay <= 0:
+                break
             if not self.wait:
                 raise RateLimitExceeded(
                     f"rate limit for {key} reached; retry in {delay:.3f}s", key=key, retry_after=delay
                 )
-            await self.sleep(delay)
-            waited(delay)
+            waited(await self._pause(key, delay, refunds))
         try:
             response: ModelResponse = await call_next(call)
         except BaseException as error:
             if isinstance(error, RateLimitedError) and error.retry_after:
                 await self.store.pause(key, error.retry_after)
             if reserved:
-                await self.store.reconcile(key, reserved, 0)
+                await self._give_back(key, reserved, 0)
             raise
         if response.cached:
-            await self.store.reconcile(key, reserved, 0, refund_request=True)
+            await self._give_back(key, reserved, 0, refund_request=True)
         elif self.tpm:
-            await self.store.reconcile(key, reserved, response.usage.total_tokens)
+            await self._give_back(key, reserved, response.usage.total_tokens)
         return response
+
+    async def _pause(self, key: str, delay: float, refunds: int) -> float:
+        """Wait `delay` seconds, or less when a call of this layer gives `key` tokens back (or gave some since
+        there were `refunds`); the seconds waited."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        woken = self._refunds.waiter(key, refunds)
+        sleeping = asyncio.ensure_future(self.sleep(delay))
+        try:
+            await asyncio.wait((sleeping, woken), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeping.cancel()
+            self._refunds.forget(key, woken)
+        if not sleeping.done() or sleeping.cancelled():
+            return loop.time() - started
+        sleeping.result()  # a sleep that failed fails the call
+        return delay
+
+    async def _give_back(self, key: str, reserved: int, used: int, *, refund_request: bool = False) -> None:
+        """Correct the reservation; when tokens or the request came back, the calls waiting on `key` try again."""
+        await self.store.reconcile(key, reserved, used, refund_request=refund_request)
+        if used < reserved or refund_request:
+            self._refunds.wake(key)
+
+
+class Refunds:
+    """The calls waiting for room under each key, woken when a call gives some back (from any thread's loop).
+
+    A refund that comes while a call is asking the store wakes it too, so no
+    refund is missed. Only this process's waiters are woken; waiters in other
+    workers sharing the store try again when their own wait ends.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: dict[str, list[asyncio.Future[None]]] = {}
+        self._counts: dict[str, int] = {}
+
+    def count(self, key: str) -> int:
+        """How many refunds `key` has had."""
+        return self._counts.get(key, 0)
+
+    def waiter(self, key: str, seen: int) -> asyncio.Future[None]:
+        """A future set by the next refund of `key`; set already if there were refunds since `seen`."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        with self._lock:
+            if self._counts.get(key, 0) != seen:
+                future.set_result(None)
+            else:
+                self._waiting.setdefault(key, []).append(future)
+        return future
+
+    def forget(self, key: str, future: asyncio.Future[None]) -> None:
+        with self._lock:
+            waiting = self._waiting.get(key, [])
+            if future in waiting:
+                waiting.remove(future)
+
+    def wake(self, key: str) -> None:
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0) + 1
+            woken = self._waiting.pop(key, [])
+        running = asyncio.get_running_loop()
+        for future in woken:
+            loop = future.get_loop()
+            if loop is running:
+                _set(future)
+                continue
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits there any more
+                loop.call_soon_threadsafe(_set, future)
+
+
+def _set(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -24,8 +24,10 @@ class RedisStore(StateLoader, SessionOpener):
     """Runs, journals, sessions, cache entries, rate counters and concurrency slots on Redis at `url`.
 
     Keys start with `namespace` + ":" (tenants with different namespaces
-    never see each other's entries). Every operation is one round trip,
-    atomic on the server (a Lua script where it reads and writes). Times
+    never see each other's entries). Every operation is one command, atomic
+    on the server (a Lua script where it reads and writes); the commands
+    that concurrent calls send during one turn of the event loop share one
+    round trip (a pipeline). Times
     (leases, rate windows) come from the Redis server's clock, shared by
     every machine, unless `clock` is given (tests pass a fake one).
 
@@ -60,6 +62,7 @@ class RedisStore(StateLoader, SessionOpener):
         self._prefix = namespace + ":"
         self._given = client
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Batcher] = weakref.WeakKeyDictionary()
         self._scripts: dict[str, str] = {}
         self._reservations: dict[str, deque[tuple[str, int, float]]] = {}
         self._failing: set[str] = set()
@@ -91,21 +94,28 @@ class RedisStore(StateLoader, SessionOpener):
     def _now(self) -> float:
         return -1.0 if self.clock is None else self.clock()
 
+    def _send(self, command: str, *args: Any) -> asyncio.Future[Any]:
+        """Send one command, in the same round trip as the others sent in this turn of the event loop."""
+        loop = asyncio.get_running_loop()
+        batcher = self._batchers.get(loop)
+        if batcher is None:
+            batcher = self._batchers[loop] = Batcher(self._client())
+        return batcher.send(command, args)
+
     async def _script(self, name: str, keys: Sequence[str], args: Sequence[Any], doing: str) -> Any:
         """Run script `name`, loading it once per server; Redis errors become `StoreUnavailable`."""
         from redis.exceptions import NoScriptError, RedisError
 
-        client = self._client()
         source: str = getattr(scripts, name)
         sha = self._scripts.get(name)
         try:
             if sha is not None:
                 try:
-                    return await client.evalsha(sha, len(keys), *keys, *args)
+                    return await self._send("evalsha", sha, len(keys), *keys, *args)
                 except NoScriptError:  # the server restarted and forgot it
                     pass
-            self._scripts[name] = await client.script_load(source)
-            return await client.evalsha(self._scripts[name], len(keys), *keys, *args)
+            self._scripts[name] = await self._send("script_load", source)
+            return await self._send("evalsha", self._scripts[name], len(keys), *keys, *args)
         except RedisError as error:
             raise self._unavailable(doing, error) from error
 
@@ -113,7 +123,7 @@ class RedisStore(StateLoader, SessionOpener):
         from redis.exceptions import RedisError
 
         try:
-            return await getattr(self._client(), name)(*args)
+            return await self._send(name, *args)
         except RedisError as error:
             raise self._unavailable(doing, error) from error
 
@@ -374,6 +384,7 @@ class RedisStore(StateLoader, SessionOpener):
         """Close this store's connections (in every event loop still running)."""
         clients = [self._given] if self._given is not None else list(self._clients.values())
         self._clients.clear()
+        self._batchers.clear()
         for client in clients:
             if client is not None:
                 await client.aclose()
@@ -386,6 +397,61 @@ class RedisStore(StateLoader, SessionOpener):
 
     def __repr__(self) -> str:
         return f"<RedisStore {_safe_url(self.url)} namespace={self.namespace!r}>"
+
+
+class Batcher:
+    """Sends the commands issued during one turn of an event loop to Redis together: one round trip.
+
+    Concurrent runs each send a command or two per call; redis-py spends most
+    of a round trip's cost in the client (taking a connection, packing,
+    timeouts), so one pipeline for all of them costs a fraction of separate
+    round trips. Each caller gets its own reply or error; a command whose
+    caller was cancelled before it was sent is never sent.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.queue: list[tuple[str, tuple[Any, ...], asyncio.Future[Any]]] = []
+        self.sending: set[asyncio.Task[None]] = set()
+
+    def send(self, command: str, args: tuple[Any, ...]) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        if not self.queue:
+            loop.call_soon(self._flush)
+        future = loop.create_future()
+        self.queue.append((command, args, future))
+        return future
+
+    def _flush(self) -> None:
+        queue, self.queue = [item for item in self.queue if not item[2].done()], []
+        if queue:
+            task = asyncio.get_running_loop().create_task(self._round_trip(queue))
+            self.sending.add(task)
+            task.add_done_callback(self.sending.discard)
+
+    async def _round_trip(self, queue: list[tuple[str, tuple[Any, ...], asyncio.Future[Any]]]) -> None:
+        try:
+            if len(queue) == 1:
+                command, args, _ = queue[0]
+                replies = [await getattr(self.client, command)(*args)]
+            else:
+                pipeline = self.client.pipeline(transaction=False)
+                for command, args, _ in queue:
+                    getattr(pipeline, command)(*args)
+                replies = await pipeline.execute(raise_on_error=False)
+        except Exception as error:  # the connection: every command of the round trip failed with it
+            replies = [error] * len(queue)
+        except BaseException:  # cancelled (the loop is closing): so are the callers
+            for _, _, future in queue:
+                future.cancel()
+            raise
+        for (_, _, future), reply in zip(queue, replies, strict=True):
+            if future.done():
+                continue
+            if isinstance(reply, Exception):
+                future.set_exception(reply)
+            else:
+                future.set_result(reply)
 
 
 def _record(run_id: str, fields: Any) -> RunRecord:

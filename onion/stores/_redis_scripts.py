@@ -224,9 +224,10 @@ if when then
     redis.call('ZADD', KEYS[1], when, id .. ':' .. ARGV[3])
     total = total + tonumber(ARGV[3])
   end
-  redis.call('HSET', KEYS[2], 'tokens', tostring(total))
-  keep_for(KEYS[1], KEYS[2], now, window)
 end
+-- written even when the reservation had left the window: forget_old removed what left with it
+redis.call('HSET', KEYS[2], 'tokens', tostring(total))
+keep_for(KEYS[1], KEYS[2], now, window)
 return 1
 """
 )

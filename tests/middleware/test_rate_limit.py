@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from typing import Any
@@ -215,3 +216,36 @@ def test_rate_limit_and_compact_estimate_a_request_alike() -> None:
     ]
     model_call = ModelCall(Run(None, "hi", messages), messages, [lookup], "m", {"max_tokens": 10})  # type: ignore[arg-type]
     assert estimate_tokens(model_call) == compact_estimate(messages, [lookup]) + 10
+
+
+async def test_a_call_waiting_for_tokens_goes_as_soon_as_another_call_gives_its_unused_estimate_back() -> None:
+    """tpm=100, estimates of 60: B waits while A holds 60; A really uses 20, and B goes at once, not after its wait.
+
+    The wait here never ends by itself (a sleep on an event nobody sets), so
+    B only goes if A's refund wakes it.
+    """
+    release, slept = asyncio.Event(), []
+
+    async def never_ending_sleep(seconds: float) -> None:
+        slept.append(seconds)
+        await asyncio.Event().wait()
+
+    async def model(call: ModelCall) -> ModelResponse:
+        if call.messages[-1].text == "a":
+            await release.wait()
+        return ModelResponse(Message.assistant("ok"), Usage(10, 10, 1))
+
+    limiter = rate_limit(
+        tpm=100, estimate=lambda call: 60, store=MemoryRateStore(clock=lambda: 0.0), sleep=never_ending_sleep
+    )
+    agent = Agent(FunctionModel(model)).use(limiter)
+    first = asyncio.create_task(agent.run("a"))
+    second = asyncio.create_task(agent.run("b"))
+    while not slept:
+        await asyncio.sleep(0)
+    assert not second.done()
+    release.set()
+    async with asyncio.timeout(10):
+        results = await asyncio.gather(first, second)
+    assert [r.output for r in results] == ["ok", "ok"]
+    assert slept == [pytest.approx(12.0)]  # B was told to wait 12 s of the minute, and went when A gave 40 back

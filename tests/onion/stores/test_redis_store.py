@@ -36,6 +36,24 @@ async def test_cache_entries_and_rate_counters_carry_a_ttl(redis_url: str) -> No
             await asyncio.sleep(0.01)
 
 
+async def test_a_correction_arriving_after_its_reservation_left_the_window_leaves_the_token_count_true(
+    redis_url: str,
+) -> None:
+    """tpm=100: 60 reserved at t=0 and corrected at t=1.5 (gone from the 1 s window by then); at t=1.6 and 1.7
+    60 + 40 tokens fit. (The count kept the forgotten 60: the second call waited, and other calls got through over
+    the limit.)"""
+    now = [0.0]
+    async with RedisStore(redis_url, namespace=namespace(), clock=lambda: now[0]) as store:
+        assert await store.acquire("m", 60, rpm=None, tpm=100, window=1.0) == 0
+        now[0] = 1.5
+        await store.reconcile("m", 60, 50)
+        now[0] = 1.6
+        assert await store.acquire("m", 60, rpm=None, tpm=100, window=1.0) == 0
+        now[0] = 1.7
+        assert await store.acquire("m", 40, rpm=None, tpm=100, window=1.0) == 0
+        assert await store.acquire("m", 1, rpm=None, tpm=100, window=1.0) == pytest.approx(0.9)
+
+
 async def test_two_namespaces_never_see_each_others_entries(redis_url: str) -> None:
     """Cache entries, sessions and runs of one namespace are invisible in another on the same Redis."""
     async with RedisStore(redis_url, namespace=namespace()) as a, RedisStore(redis_url, namespace=namespace()) as b:
@@ -146,3 +164,38 @@ async def test_redis_dropping_mid_run_fails_the_run_cleanly_and_it_resumes_once_
                 await asyncio.sleep(0.05)
     assert result.output == "finished" and frozen == [True]
     assert result.messages[-2].text == "frozen" or "interrupted" in result.messages[-2].text
+
+
+async def test_commands_sent_together_share_one_round_trip_and_each_caller_gets_its_own_outcome(
+    redis_url: str,
+) -> None:
+    """50 concurrent reads, one command that fails (a list read of a plain key) and one cancelled before it was
+    sent: one round trip; each read its own value, the failing caller alone a StoreUnavailable, the cancelled
+    write never reaches Redis."""
+    from redis.asyncio import BlockingConnectionPool, Connection, Redis
+
+    sent = []
+
+    class Counting(Connection):
+        async def send_packed_command(self, command: object, check_health: bool = True) -> None:
+            sent.append(command)
+            await super().send_packed_command(command, check_health)
+
+    pool = BlockingConnectionPool.from_url(redis_url, decode_responses=True, connection_class=Counting)
+    async with RedisStore(redis_url, namespace=namespace(), client=Redis(connection_pool=pool)) as store:
+        for n in range(50):
+            await store.set(f"k{n}", f"v{n}", None)
+        await store.set("plain", "not a list", None)
+        sent.clear()
+        cancelled = asyncio.ensure_future(store.set("never", "x", None))
+        cancelled.cancel()
+        reads = [store.get(f"k{n}") for n in range(50)]
+        outcomes = await asyncio.gather(
+            *reads,
+            store._command("reading a list", "lrange", store._key("cache", "plain"), 0, -1),
+            return_exceptions=True,
+        )
+        assert len(sent) == 1
+        assert outcomes[:50] == [f"v{n}" for n in range(50)]
+        assert isinstance(outcomes[50], StoreUnavailable) and "WRONGTYPE" in str(outcomes[50])
+        assert cancelled.cancelled() and await store.get("never") is None

@@ -125,15 +125,15 @@ def test_four_workers_share_one_requests_per_minute_limit(redis_url: str) -> Non
 def test_four_workers_share_one_tokens_per_minute_limit_reconciled_with_real_usage(redis_url: str) -> None:
     """Calls are estimated at 60 tokens and really use 50: reconciled, 40 fit in tpm=2000 a window, not 33.
 
-    The real tokens the server answered within any 1 s window stay under
+    The real tokens the server answered within any 3 s window stay under
     2000 and reach at least 90% of it (without reconciling, 83%).
     """
     arrivals = Arrivals(lambda n: answered(50))
     with FakeProviderServer(respond=arrivals) as server:
-        run_workers(redis_url, server, namespace(), "0", "2000", "1.0")
+        run_workers(redis_url, server, namespace(), "0", "2000", "3.0")
     used = [50.0] * len(arrivals.times)
-    assert arrivals.most_in_any_window(1.0, used) <= 2000
-    assert arrivals.most_in_any_window(1.0, used) >= 1800
+    assert arrivals.most_in_any_window(3.0, used) <= 2000
+    assert arrivals.most_in_any_window(3.0, used) >= 1800
 
 
 def test_one_workers_429_with_retry_after_makes_every_worker_wait(redis_url: str) -> None:
