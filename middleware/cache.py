@@ -7,11 +7,11 @@ import json
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Protocol
 
 from onion import Handler, ModelCall, ModelResponse, ToolCall, ToolResult
+from onion.stores._memory_cache import MemoryCache
 
 from ._cache_entries import (
     credential_hash,
@@ -37,35 +37,15 @@ class CacheStore(Protocol):
     async def set(self, key: str, value: str, ttl: float | None) -> None: ...
 
 
-class MemoryStore:
+class MemoryStore(MemoryCache):
     """A bounded in-memory LRU (the default): the least recently used entry goes first.
 
-    `clock` (seconds, default `time.monotonic`) decides TTLs; tests pass a fake one.
+    `clock` (seconds, default `time.monotonic`) decides TTLs; tests pass a
+    fake one. Safe to share across threads, each with its own event loop.
     """
 
-    def __init__(self, max_entries: int = 1024, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.max_entries = max_entries
-        self.clock = clock
-        self._entries: OrderedDict[str, tuple[str, float]] = OrderedDict()
-
-    async def get(self, key: str) -> str | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        if entry[1] < self.clock():
-            del self._entries[key]
-            return None
-        self._entries.move_to_end(key)
-        return entry[0]
-
-    async def set(self, key: str, value: str, ttl: float | None) -> None:
-        self._entries[key] = (value, float("inf") if ttl is None else self.clock() + ttl)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
-
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._cache)
 
 
 class SQLiteStore:

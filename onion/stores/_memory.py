@@ -3,34 +3,34 @@
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 from ..errors import RunBusy
 from ._buckets import MemoryRateStore
 from ._load import StateLoader
+from ._memory_cache import MemoryCache
 from ._protocols import RunRecord, RunStatus, SessionTurn
 from ._refusals import claim_refusal, run_deleted, run_lost, run_not_found, session_lost
 from ._session import SessionOpener
 
 
-class MemoryStore(StateLoader, SessionOpener, MemoryRateStore):
+class MemoryStore(StateLoader, SessionOpener, MemoryRateStore, MemoryCache):
     """Runs, journals, sessions, cache entries and rate counters in dicts; gone with the process.
 
     `clock` (seconds, default `time.time`) decides leases, TTLs and rate
     windows; tests pass a fake one. The cache keeps at most `max_entries`
-    entries, dropping the least recently used. Its rate limits are a
-    `MemoryRateStore`'s: they hold across threads, each with its own loop.
+    entries, dropping the least recently used. Its rate limits (a
+    `MemoryRateStore`'s) and cache (a `MemoryCache`'s) hold across threads,
+    each with its own loop.
     """
 
     def __init__(self, *, clock: Callable[[], float] = time.time, max_entries: int = 1024) -> None:
         MemoryRateStore.__init__(self, clock)
-        self.max_entries = max_entries
+        MemoryCache.__init__(self, max_entries, clock=clock)
         self._runs: dict[str, RunRecord] = {}
         self._journals: dict[str, list[str]] = {}
         self._sessions: dict[str, list[str]] = {}
         self._session_locks: dict[str, tuple[str, float]] = {}
-        self._cache: OrderedDict[str, tuple[str, float]] = OrderedDict()
 
     # -- runs ------------------------------------------------------------------
 
@@ -145,24 +145,6 @@ class MemoryStore(StateLoader, SessionOpener, MemoryRateStore):
         """`owner` holds the session's lock: no one took it since (its lease may have lapsed)."""
         holder = self._session_locks.get(session_id)
         return holder is not None and holder[0] == owner
-
-    # -- cache -----------------------------------------------------------------
-
-    async def get(self, key: str) -> str | None:
-        entry = self._cache.get(key)
-        if entry is None:
-            return None
-        if entry[1] < self.clock():
-            del self._cache[key]
-            return None
-        self._cache.move_to_end(key)
-        return entry[0]
-
-    async def set(self, key: str, value: str, ttl: float | None) -> None:
-        self._cache[key] = (value, float("inf") if ttl is None else self.clock() + ttl)
-        self._cache.move_to_end(key)
-        while len(self._cache) > self.max_entries:
-            self._cache.popitem(last=False)
 
     def __repr__(self) -> str:
         return f"<MemoryStore runs={len(self._runs)} sessions={len(self._sessions)} cached={len(self._cache)}>"

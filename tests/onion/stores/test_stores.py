@@ -9,10 +9,12 @@ import threading
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from middleware import cache, rate_limit
+from middleware.cache import MemoryStore as CacheMemoryStore
 from middleware.rate_limit import RateLimitExceeded
 from onion import Agent
 from onion.errors import LeaseLost, RunBusy, RunNotFound
@@ -309,6 +311,33 @@ def test_memory_store_rate_limits_hold_across_threads_each_running_its_own_event
         thread.join()
     assert waits == [0.0, 0.0]
     assert asyncio.run(store.acquire("k", 0, rpm=2, tpm=None, window=60)) == pytest.approx(30.0)
+
+
+@pytest.mark.parametrize("kind", [MemoryStore, CacheMemoryStore])
+def test_a_memory_cache_read_in_one_thread_and_evicted_in_another_never_raises(kind: Any) -> None:
+    """A read in one thread and an eviction in another (each thread its own loop) never raise.
+
+    The reader's clock lets a writer in another thread go first, right after
+    the reader looked its entry up: the writer's `set` evicts that entry (one
+    entry at most). Without a lock around the read, the reader then touches
+    a key that is gone (KeyError).
+    """
+    writer_done, armed = threading.Event(), threading.Event()
+    writer = threading.Thread(target=lambda: (asyncio.run(store.set("b", "2", None)), writer_done.set()))
+
+    def clock() -> float:
+        if armed.is_set() and threading.current_thread() is not writer:
+            armed.clear()
+            writer.start()
+            writer_done.wait(1.0)  # never set while the reader holds a lock the writer waits for
+        return 100.0
+
+    store = kind(clock=clock, max_entries=1)
+    asyncio.run(store.set("a", "1", None))
+    armed.set()
+    assert asyncio.run(store.get("a")) in ("1", None)
+    writer.join()
+    assert asyncio.run(store.get("b")) == "2"
 
 
 HOLD_LOCK = """
