@@ -241,9 +241,12 @@ class Agent(Generic[OutputT]):
         """
         chains = self._compiled()
         output_type = self.output_type if output_type is None else output_type
-        if session is None:
-            return await self._run(chains, Run(self, input, self._first_messages(input), state, output_type))
-        return await run_in_session(self, chains, input, state, output_type, session_of(self, session), None)
+        if session is not None:
+            return await run_in_session(self, chains, input, state, output_type, session_of(self, session), None)
+        run = Run(self, input, self._first_messages(input), state, output_type)
+        if self.store is None:
+            return await self._run_chain(chains, run)
+        return await self._run(chains, run)
 
     async def recover(self, run_id: str, *, output_type: Any = None) -> RunResult[Any]:
         """Resume the journaled run `run_id` (its worker died, or it failed) from `agent.store`.
@@ -402,7 +405,7 @@ class Agent(Generic[OutputT]):
         result = await chains.run(run)
         if not isinstance(result, RunResult):
             raise bad_result(chains.stack, "run", result)
-        if not result.paused:
+        if run._injected and result.status != "paused":
             run.flush_injected()
         return result
 
@@ -421,7 +424,7 @@ class Agent(Generic[OutputT]):
     def _first_messages(self, input: str | Message | Sequence[Message]) -> list[Message]:
         """The run's history to start from: copies, so layers editing it never reach the caller's messages."""
         if isinstance(input, str):
-            messages = [Message.user(input)]
+            messages = [Message("user", input)]
         elif isinstance(input, Message):
             messages = [own_message(input)]
         else:
@@ -460,7 +463,8 @@ class Agent(Generic[OutputT]):
             return _paused_result(run)
         failures = 0
         while True:
-            run.flush_injected()
+            if run._injected:
+                run.flush_injected()
             if run.steps >= self.max_steps:
                 raise MaxStepsExceeded(
                     f"{self.name} made {run.steps} model calls without a final answer (max_steps={self.max_steps})",
@@ -473,37 +477,39 @@ class Agent(Generic[OutputT]):
             response = await chains.model(call)
             if not isinstance(response, ModelResponse):
                 raise bad_result(chains.stack, "model", response)
-            if call._uncounted(response):
+            message = response.message
+            counted = call._counted
+            if counted is None or (counted[-1] is not response.usage and call._uncounted(response)):
                 run.usage.add(response.usage)
             if run.emit is not None:
                 self._emit_response(run, call, response)
-            run.messages.append(response.message)
+            run.messages.append(message)
             if run.journal is not None:
                 run.journal.model(run, response)
-            if not response.tool_calls:
+            requests = message.tool_calls
+            if not requests:
                 if run._output is None:
-                    output: Any = response.text
+                    output: Any = message.text
                 else:
                     try:
-                        output = run._output.validate(response.text)
+                        output = run._output.validate(message.text)
                     except pydantic.ValidationError as error:
                         failures += 1
                         if failures > self.output_retries:
-                            raise _invalid_output(self, run, response.text, error, failures) from None
+                            raise _invalid_output(self, run, message.text, error, failures) from None
                         run.messages.append(Message.user(run._output.feedback(error)))
                         continue
-                run.flush_injected()
+                if run._injected:
+                    run.flush_injected()
                 result = RunResult(output, run.messages, run.usage, run.state, run.id)
                 result._run = run
                 return result
             if run.steps >= self.max_steps:
-                for request in response.tool_calls:
+                for request in requests:
                     run.messages.append(Message.tool(request.id, "Not run: the agent reached max_steps.", True))
                 continue
-            calls = [
-                ToolCall(run, request, self._tool_for(call.tools, request.name)) for request in response.tool_calls
-            ]
-            if await self._tool_step(run, response, chains, calls, response.tool_calls, None):
+            calls = [ToolCall(run, request, self._tool_for(call.tools, request.name)) for request in requests]
+            if await self._tool_step(run, response, chains, calls, requests, None):
                 return _paused_result(run)
 
     async def _resume_batch(self, run: Run, state: RunState, chains: _Chains) -> bool:
@@ -622,11 +628,11 @@ class Agent(Generic[OutputT]):
             raise concurrent_call_next(f"one of {[layer.name for layer in self.stack.layers('model')]}", "model")
         call._entered = True
         try:
-            stream, emit = getattr(call.model, "stream", None), call.run.emit
-            if emit is not None and stream is not None:
+            stream = None if call.run.emit is None else getattr(call.model, "stream", None)
+            if stream is not None:
                 response = await self._stream_request(call, stream)
             else:
-                if emit is not None and call.streamed:  # a model that does not stream replaces a partial stream
+                if call.streamed:  # a model that does not stream replaces a partial stream
                     send_out(call, (StreamReset(),), len(call._edits or ()))
                     call.streamed = False
                 response = await call.model.request(call)

@@ -156,7 +156,7 @@ class ModelCall(Call):
         self.messages = messages
         self.tools = tools
         self.model = model
-        self.settings = own_copy(settings)
+        self.settings = own_copy(settings) if settings else {}
         self.output_type: Any = run.output_type
         self.streamed = False
         """True once a streaming model sent deltas for this call."""
@@ -205,13 +205,15 @@ class ModelCall(Call):
 
     def _produced(self, response: ModelResponse) -> None:
         """Count what a model produced for this call in `run.usage`, then run the `on_response` checks."""
-        self.run.usage.add(response.usage)
+        usage = response.usage
+        self.run.usage.add(usage)
         if self._counted is None:
-            self._counted = [response.usage]
+            self._counted = [usage]
         else:
-            self._counted.append(response.usage)
-        for check in self._checks or ():
-            check(response)
+            self._counted.append(usage)
+        if self._checks is not None:
+            for check in self._checks:
+                check(response)
 
     def _uncounted(self, response: ModelResponse) -> bool:
         """True for a response whose usage no model produced through this call (a layer made it)."""
