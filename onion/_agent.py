@@ -508,7 +508,12 @@ class Agent(Generic[OutputT]):
                 for request in requests:
                     run.messages.append(Message.tool(request.id, "Not run: the agent reached max_steps.", True))
                 continue
-            calls = [ToolCall(run, request, self._tool_for(call.tools, request.name)) for request in requests]
+            calls = []
+            for request in requests:
+                tool = self._offered.by_name.get(request.name)
+                if tool is None or tool not in call.tools:  # not the agent's own, or a layer changed the offer
+                    tool = self._tool_for(call.tools, request.name)
+                calls.append(ToolCall(run, request, tool))
             if await self._tool_step(run, response, chains, calls, requests, None):
                 return _paused_result(run)
 
@@ -530,14 +535,11 @@ class Agent(Generic[OutputT]):
         return await self._tool_step(run, response, chains, calls, requests, settled)
 
     def _tool_for(self, offered: list[Tool], name: str) -> Tool | None:
-        """The tool a request names: among those its model call offered (layers may add some), else the agent's."""
-        known = self._offered.by_name.get(name)
-        if known is not None and known in offered:  # the usual case, scanned in C
-            return known
+        """The tool a request names when a layer changed what its model call offered: among those, else the agent's."""
         for tool in offered:
             if tool.name == name:
                 return tool
-        return known
+        return self._offered.by_name.get(name)
 
     async def _known_tools(self, run: Run | None) -> dict[str, Tool]:
         """Every tool the agent has now, by name: its own and its MCP servers' (listed if need be)."""
@@ -573,9 +575,11 @@ class Agent(Generic[OutputT]):
                     raise bad_result(chains.stack, "tools", results, expected_count=len(calls))
                 paused = paused or call.pause_reason is not None
                 content = result.content
-                answers.append(
-                    Message.tool(call.id, valid_text(content) if type(content) is str else content, result.is_error)
-                )
+                if type(content) is str:
+                    text = content if content.isascii() else valid_text(content)
+                    answers.append(Message("tool", text, [], call.id, result.is_error))
+                else:
+                    answers.append(Message.tool(call.id, content, result.is_error))
             if settled is not None:
                 answers = _in_call_order(response, answers, settled)
         except BaseException as error:
@@ -670,23 +674,25 @@ class Agent(Generic[OutputT]):
         return response
 
     async def _run_batch(self, batch: ToolBatch) -> list[ToolResult]:
-        calls = batch.calls
+        calls, chains = batch.calls, self._compiled()
         if len(calls) <= 1 or not self.parallel_tools:
-            return [await self._one(call) for call in calls]
+            return [await self._one(call, chains) for call in calls]
         try:
             async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(self._one(call)) for call in calls[1:]]
-                first = await self._one(calls[0])
+                tasks = [group.create_task(self._one(call, chains)) for call in calls[1:]]
+                first = await self._one(calls[0], chains)
         except BaseExceptionGroup as failures:
             raise failures.exceptions[0] from None
-        return [first, *(task.result() for task in tasks)]
+        results = [first]
+        for task in tasks:
+            results.append(task.result())
+        return results
 
-    async def _one(self, call: ToolCall) -> ToolResult:
+    async def _one(self, call: ToolCall, chains: _Chains) -> ToolResult:
         """One call through the tool chain; what escapes it becomes an error result.
 
         Not a hook's failure (`HookFailed`): that stops the run with the hook's own exception.
         """
-        chains = self._compiled()
         try:
             result = await chains.tool(call)
         except (MiddlewareError, RunBusy):

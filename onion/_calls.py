@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal
 from typing_extensions import TypeVar
 
 from ._content import Part, content_text
-from ._copies import own_copy
+from ._copies import MUTABLE, own_copy
 from ._messages import Message, ToolRequest, Usage
 from ._output import OutputSchema, output_schema
 from ._state import PausedBatch, PendingCall, RunState, capture
@@ -259,7 +259,8 @@ class ToolCall(Call):
     def __init__(self, run: Run, request: ToolRequest, tool: Tool | None, approved: bool = False) -> None:
         self.run = run
         self.name = request.name
-        self.args = own_copy(request.args)
+        args = request.args
+        self.args = dict(args) if MUTABLE.isdisjoint(map(type, args.values())) else own_copy(args)
         self.id = request.id
         self.tool = tool
         self.raw_args = request.raw_args

@@ -6,7 +6,8 @@ from typing import Any
 
 from ._messages import Message, ToolRequest
 
-_MUTABLE = frozenset((dict, list, set))
+MUTABLE = frozenset((dict, list, set))
+"""The types copied at every depth; a mapping holding none of them copies as a plain `dict()`."""
 
 
 def own_copy(mapping: dict[str, Any]) -> dict[str, Any]:
@@ -17,7 +18,7 @@ def own_copy(mapping: dict[str, Any]) -> dict[str, Any]:
     """
     if not mapping:
         return {}
-    if _MUTABLE.isdisjoint(map(type, mapping.values())):
+    if MUTABLE.isdisjoint(map(type, mapping.values())):
         return dict(mapping)
     return {key: _nested_copy(value) for key, value in mapping.items()}
 

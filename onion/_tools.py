@@ -148,7 +148,7 @@ def render(value: Any) -> str | list[Part]:
     parts of the list as they are, other items rendered as text).
     """
     if isinstance(value, str):
-        return valid_text(value)
+        return value if value.isascii() else valid_text(value)
     if value is None:
         return ""
     if isinstance(value, MEDIA):

@@ -77,6 +77,24 @@ async def test_a_tool_layer_changing_nested_args_leaves_the_recorded_tool_call_a
     assert result.messages[2].text == "8"
 
 
+async def test_a_tool_layer_changing_flat_args_leaves_the_recorded_tool_call_alone() -> None:
+    """Flat arguments (no nested dict, list or set) are the call's own copy too."""
+
+    async def double(ctx: ToolCall, call_next: Any) -> Any:
+        ctx.args["a"] *= 2
+        return await call_next(ctx)
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    model = ScriptedModel([[call("add", a=1, b=2)], "done"])
+    result = await Agent(model, tools=[add], middleware=[double]).run("sum")
+    assert result.messages[1].tool_calls[0].args == {"a": 1, "b": 2}
+    assert result.messages[2].text == "4"
+
+
 def test_messages_injected_from_several_threads_while_the_run_flushes_are_all_kept() -> None:
     """Four threads inject 20,000 messages each while the run flushes; every one lands, in each thread's order."""
     run = Run(Agent(ScriptedModel([])), "x", [])

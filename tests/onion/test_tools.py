@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from onion import Agent, tool
+from onion import Agent, ToolBatch, ToolCall, ToolResult, tool
 from onion.testing import FakeProviderServer, ScriptedModel, call
 
 
@@ -74,6 +74,23 @@ async def test_lone_surrogates_in_tool_results_are_replaced_before_anything_sees
     assert failed.is_error and "no such file: report-\ufffd.txt" in failed.text
     for message in result.messages:
         message.text.encode("utf-8")
+
+
+async def test_a_result_a_layer_makes_with_a_lone_surrogate_reaches_the_history_replaced() -> None:
+    """Results that no tool rendered (a tool layer's, a tools layer's) are made valid UTF-8 too."""
+
+    async def refuse(ctx: ToolCall, call_next: Any) -> Any:
+        return ctx.block(listed_name()) if ctx.name == "open_file" else await call_next(ctx)
+
+    async def rename(ctx: ToolBatch, call_next: Any) -> Any:
+        results = await call_next(ctx)
+        return [ToolResult(f"{result.content} {listed_name()}", call_id=result.call_id) for result in results]
+
+    script = [[call("list_files"), call("open_file")], "ok"]
+    result = await Agent(ScriptedModel(script), tools=[list_files, open_file], middleware=[rename, refuse]).run("x")
+    listed, refused = result.messages[-3], result.messages[-2]
+    assert listed.text == "notes.txt\nreport-\ufffd.txt report-\ufffd.txt"
+    assert refused.text == "Tool call open_file was blocked: report-\ufffd.txt report-\ufffd.txt"
 
 
 @pytest.mark.parametrize("api", ["anthropic", "openai", "openai-responses"])
