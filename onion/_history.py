@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._messages import Message
+from ._messages import Message, ToolRequest
 from .errors import MessageOrderError
 
 
@@ -15,32 +15,38 @@ def check_history(messages: Sequence[Message]) -> None:
     one tool result per call, in call order; a tool result anywhere else is
     out of place.
     """
-    expected: list[str] = []
+    calls: list[ToolRequest] = []
+    answered = 0
     for index, message in enumerate(messages):
         if message.role == "tool":
-            if not expected:
+            if answered == len(calls):
                 raise MessageOrderError(
                     f"message {index} is a tool result for {message.tool_call_id!r} that does not follow its "
                     "tool call (results must come right after the assistant message that asked for them)",
                     index=index,
                 )
-            wanted = expected.pop(0)
+            wanted = calls[answered].id
             if message.tool_call_id != wanted:
                 raise MessageOrderError(
                     f"message {index} answers tool call {message.tool_call_id!r} where the result for "
                     f"{wanted!r} was expected (results must follow their calls, in order)",
                     index=index,
                 )
+            answered += 1
             continue
-        if expected:
+        if answered != len(calls):
             raise MessageOrderError(
-                f"message {index} ({message.role}) comes before tool call(s) {', '.join(expected)} were "
+                f"message {index} ({message.role}) comes before tool call(s) {_ids(calls[answered:])} were "
                 "answered; use run.inject() to add messages at a safe point",
                 index=index,
             )
-        if message.role == "assistant" and message.tool_calls:
-            expected = [call.id for call in message.tool_calls]
-    if expected:
+        if message.role == "assistant":
+            calls, answered = message.tool_calls, 0
+    if answered != len(calls):
         raise MessageOrderError(
-            f"the history ends with unanswered tool call(s) {', '.join(expected)}", index=len(messages) - 1
+            f"the history ends with unanswered tool call(s) {_ids(calls[answered:])}", index=len(messages) - 1
         )
+
+
+def _ids(calls: list[ToolRequest]) -> str:
+    return ", ".join(call.id for call in calls)

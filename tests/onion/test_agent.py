@@ -217,6 +217,8 @@ def test_history_check_names_the_offending_message() -> None:
         check_history([Message.tool("a", "1")])
     with pytest.raises(MessageOrderError, match="unanswered"):
         check_history([Message.user("x"), asked, Message.tool("a", "1")])
+    with pytest.raises(MessageOrderError, match=r"message 3 \(user\) comes before tool call\(s\) b were answered"):
+        check_history([Message.user("x"), asked, Message.tool("a", "1"), Message.user("y")])
     check_history([Message.user("x"), asked, Message.tool("a", "1"), Message.tool("b", "2"), Message.user("y")])
 
 
