@@ -6,6 +6,7 @@ import asyncio
 import copy
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from sys import getprofile
 from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, overload
 
 import pydantic
@@ -136,6 +137,7 @@ class Agent(Generic[OutputT]):
         self._chains: _Chains | None = None
         self._version = -1
         self._tracing: tracing.Switch | None = None
+        self._profiled = False
 
     async def aclose(self) -> None:
         """Close the MCP servers in `tools` and the model's client if onion built it (a model given as a string).
@@ -437,8 +439,14 @@ class Agent(Generic[OutputT]):
         return messages
 
     def _compiled(self) -> _Chains:
-        """The chains, built again when the stack changed or tracing was turned on or off."""
-        if self._chains is None or self._version != self.stack.version or self._tracing is not tracing.active:
+        """The chains, built again when the stack changed, tracing was turned on or off, or a profiler (see `bind`)."""
+        profiled = getprofile() is not None
+        if (
+            self._chains is None
+            or self._version != self.stack.version
+            or self._tracing is not tracing.active
+            or self._profiled is not profiled
+        ):
             stack, checked, switch = self.stack, self.checked, tracing.active
             self._chains = _Chains(
                 tracing.compose(stack, "run", self._loop, checked, switch),
@@ -447,7 +455,7 @@ class Agent(Generic[OutputT]):
                 tracing.compose(stack, "tool", self._execute, checked, switch),
                 stack,
             )
-            self._version, self._tracing = self.stack.version, switch
+            self._version, self._tracing, self._profiled = self.stack.version, switch, profiled
         return self._chains
 
     # -- the loop --------------------------------------------------------------

@@ -133,8 +133,12 @@ def bind(function: Callable[..., Any], call_next: Handler) -> Handler:
     For a plain function or method taking exactly `(ctx, call_next)`, the
     result is a copy of the function with `call_next` as the default of its
     second parameter, so calling the next layer costs one frame: its own.
-    The copy shares the function's code object, so profilers, debuggers and
-    coverage see every call as a call of the user's function. Other callables
+    The copy gets a code object of its own, so CPython specialises its call
+    of `call_next` for the one callee it always sees (a function used at
+    several depths would otherwise take the slow path at each); while a
+    profiler is on (`sys.getprofile()`, as with cProfile) it shares the
+    function's code object instead, since profilers key functions by code
+    and `pstats` keeps one entry per file, line and name. Other callables
     get a lambda.
     """
     target = function.__func__ if isinstance(function, MethodType) else function
@@ -145,7 +149,8 @@ def bind(function: Callable[..., Any], call_next: Handler) -> Handler:
         and not target.__defaults__
         and not target.__code__.co_flags & inspect.CO_VARARGS
     ):
-        copy = FunctionType(target.__code__, target.__globals__, target.__name__, (call_next,), target.__closure__)
+        code = target.__code__ if sys.getprofile() is not None else target.__code__.replace()
+        copy = FunctionType(code, target.__globals__, target.__name__, (call_next,), target.__closure__)
         copy.__kwdefaults__ = target.__kwdefaults__
         copy.__qualname__ = target.__qualname__
         return MethodType(copy, function.__self__) if isinstance(function, MethodType) else copy

@@ -442,3 +442,52 @@ def test_every_layer_call_is_visible_to_cprofile() -> None:
     # cProfile counts a coroutine once per resumption, the same number of times for both.
     per_call = counts["annotated"] // 12
     assert per_call >= 1 and counts["annotated"] == 12 * per_call and counts["plain"] == 28 * per_call
+
+
+def test_each_copy_of_a_layer_runs_its_own_code_unless_a_profiler_is_on() -> None:
+    """A layer used at two depths: each copy gets its own code object (so CPython specialises each
+    copy's call of `call_next` for its one callee), equal to the user's; under a profiler they share it."""
+    import sys
+
+    if sys.getprofile() is not None:
+        pytest.skip("a profiler is already on")
+
+    async def noop(ctx: ModelCall, call_next: Any) -> Any:
+        return await call_next(ctx)
+
+    async def terminal(ctx: ModelCall) -> ModelResponse:
+        return ModelResponse(Message.assistant("ok"))
+
+    outer = Stack(noop, noop).compose("model", terminal, checked=False)
+    inner = outer.__defaults__[0]  # type: ignore[attr-defined]
+    assert outer.__code__ == inner.__code__ == noop.__code__
+    assert len({id(outer.__code__), id(inner.__code__), id(noop.__code__)}) == 3
+    sys.setprofile(lambda frame, event, arg: None)
+    try:
+        outer = Stack(noop, noop).compose("model", terminal, checked=False)
+    finally:
+        sys.setprofile(None)
+    assert outer.__code__ is outer.__defaults__[0].__code__ is noop.__code__  # type: ignore[attr-defined]
+
+
+def test_an_agent_that_ran_before_cprofile_started_rebuilds_its_chains_so_every_layer_call_is_counted() -> None:
+    """Chains built without a profiler are built again once one is on, sharing the user's code objects."""
+    import cProfile
+    import pstats
+
+    async def plain(ctx: ToolCall, call_next: Any) -> Any:
+        return await call_next(ctx)
+
+    async def once(ctx: ToolCall, call_next: Any) -> Any:
+        return await call_next(ctx)
+
+    script = [[call("add", a=1, b=2)] * 3, "done"] * 3
+    agent = Agent(ScriptedModel(script), tools=[add], middleware=[plain, once, plain])
+    asyncio.run(agent.run("go"))
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(2):
+        asyncio.run(agent.run("go"))
+    profile.disable()
+    counts = {name: stats[1] for (_, _, name), stats in pstats.Stats(profile).stats.items()}  # type: ignore[attr-defined]
+    assert counts["once"] >= 6 and counts["plain"] == 2 * counts["once"]  # at two depths, 6 tool calls
