@@ -149,6 +149,8 @@ def render(value: Any) -> str | list[Part]:
     """
     if isinstance(value, str):
         return value if value.isascii() else valid_text(value)
+    if type(value) is int:  # what JSON writes for it, without the serializer
+        return str(value)
     if value is None:
         return ""
     if isinstance(value, MEDIA):

@@ -166,3 +166,11 @@ async def test_an_aborted_tool_is_not_retried() -> None:
     agent = Agent(ScriptedModel([[call("leave")], "ok"]), tools=[leave]).use(retry(tools=True, initial=0, jitter=0))
     result = await agent.run("x")
     assert runs == [1] and result.messages[-2].is_error
+
+
+@pytest.mark.parametrize("value", [0, -7, 2**64 + 5, -(10**40), True, False, 1.5, {"n": 3}, [1, 2]])
+def test_a_result_reads_as_the_json_of_what_the_tool_returned(value: Any) -> None:
+    """ints (rendered without the serializer), bools, floats, dicts and lists all read as their JSON."""
+    from onion._tools import render
+
+    assert render(value) == json.dumps(value, separators=(",", ":"))
