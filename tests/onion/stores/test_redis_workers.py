@@ -108,18 +108,19 @@ def run_workers(redis_url: str, server: FakeProviderServer, ns: str, rpm: str, t
 
 
 def test_four_workers_share_one_requests_per_minute_limit(redis_url: str) -> None:
-    """4 processes x 50 concurrent runs under rate_limit(rpm=120, window=2 s) on one Redis.
+    """4 processes x 50 concurrent runs under rate_limit(rpm=120, window=3 s) on one Redis.
 
     The server never receives more than 120 requests admitted within any
     window, and the workers together fill at least 90% of it. The window is
-    two seconds instead of a minute to keep the test fast.
+    three seconds instead of a minute to keep the test fast (and longer than
+    a loaded machine's delays in waking the waiting calls).
     """
     arrivals = Arrivals(lambda n: answered(50))
     with FakeProviderServer(respond=arrivals) as server:
-        run_workers(redis_url, server, namespace(), "120", "0", "2.0")
+        run_workers(redis_url, server, namespace(), "120", "0", "3.0")
     assert len(arrivals.times) == 200
-    assert arrivals.most_in_any_window(2.0) <= 120
-    assert arrivals.most_in_any_window(2.0) >= 108
+    assert arrivals.most_in_any_window(3.0) <= 120
+    assert arrivals.most_in_any_window(3.0) >= 108
 
 
 def test_four_workers_share_one_tokens_per_minute_limit_reconciled_with_real_usage(redis_url: str) -> None:
