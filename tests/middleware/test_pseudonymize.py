@@ -319,3 +319,14 @@ async def test_a_failed_run_recovered_from_the_journal_needs_its_values_in_the_v
     here = Agent(ScriptedModel(rest), tools=[find_address, send_mail], store=store).use(layer)
     assert (await here.recover(record.run_id)).output == "Done."
     assert received == [BOB]
+
+
+async def test_an_approver_can_see_the_real_arguments_of_a_pending_call_through_the_vault() -> None:
+    """The pending call shows placeholders; the layer's vault turns them back into the real arguments."""
+    layer = pseudonymize()
+    model = ScriptedModel([[ToolRequest("c1", "send_mail", {"to": "<EMAIL_1>", "body": "hi"})]])
+    state = (await Agent(model, tools=[send_mail]).use(layer, approve("send_mail")).run(f"mail {EMAIL}")).to_state()
+    (call,) = state.pending
+    assert call.args == {"to": "<EMAIL_1>", "body": "hi"}
+    values = await layer.vault.get(f"run:{state.run_id}")
+    assert Pseudonyms(values).restore_value(call.args) == {"to": EMAIL, "body": "hi"}
