@@ -8,9 +8,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from onion import Handler, ModelCall, ModelResponse, ToolCall, ToolResult
+from onion.stores import CacheStore
 from onion.stores._memory_cache import MemoryCache
 
 from ._cache_entries import (
@@ -27,14 +28,6 @@ from ._cache_entries import (
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-
-class CacheStore(Protocol):
-    """Where cached entries live: text values under text keys, each with an optional TTL."""
-
-    async def get(self, key: str) -> str | None: ...
-
-    async def set(self, key: str, value: str, ttl: float | None) -> None: ...
 
 
 class MemoryStore(MemoryCache):
