@@ -62,13 +62,20 @@ class Session:
 
         The lock is renewed while held. If it lapsed and another run took it,
         renewing stops (it is never taken back): an append fenced by the token
-        (`append(..., lock=token)`, `turn(...)`) is then refused.
+        (`append(..., lock=token)`, `turn(...)`) is then refused. A caller
+        cancelled while taking the lock gives it back, should the store have
+        taken it.
         """
         owner = uuid.uuid4().hex
         wait = self.poll
-        while not await self.store.lock_session(self.session_id, owner, self.lease):
-            await asyncio.sleep(wait)
-            wait = min(wait * 2, 0.25)
+        try:
+            while not await self.store.lock_session(self.session_id, owner, self.lease):
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, 0.25)
+        except BaseException:  # cancelled (or failed) after the store may have taken the lock for us
+            with contextlib.suppress(Exception):  # a store that cannot unlock lets the lock lapse
+                await asyncio.shield(self.store.unlock_session(self.session_id, owner))
+            raise
         renewing = asyncio.create_task(self._renew(owner))
         try:
             yield owner

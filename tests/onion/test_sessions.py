@@ -242,3 +242,36 @@ async def test_a_run_whose_session_lock_passed_to_another_run_appends_nothing_an
         assert record is not None and record.status == "failed"
     for store in (first, second):
         await store.aclose()
+
+
+class ReplyLost(MemoryStore):
+    """A store that takes a session's lock, then never answers (the reply is on its way when the caller gives up)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.locked = asyncio.Event()
+
+    async def lock_session(self, session_id: str, owner: str, lease: float, *, renew: bool = False) -> bool:
+        taken = await super().lock_session(session_id, owner, lease, renew=renew)
+        if not renew:
+            self.locked.set()
+            await asyncio.Event().wait()
+        return taken
+
+
+async def test_a_run_cancelled_while_its_session_lock_is_being_taken_leaves_the_lock_free() -> None:
+    """The store took the lock but the caller was cancelled before hearing so: the lock is given back, not held
+    until its lease lapses (every later run on the session would wait that long)."""
+    store = ReplyLost()
+    session = store.session("s")
+
+    async def hold() -> None:
+        async with session.lock():
+            raise AssertionError("the lock was never heard of")
+
+    holding = asyncio.create_task(hold())
+    await store.locked.wait()
+    holding.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await holding
+    assert await MemoryStore.lock_session(store, "s", "another run", lease=30)
