@@ -156,10 +156,30 @@ def scrub_value(value: Any, patterns: Sequence[re.Pattern[str]] = BUILTIN, repla
     """`value` (JSON-like data: dicts, lists, tuples, strings) with every string scrubbed.
 
     A value under a key matching `SECRET_NAME` (`{"password": ...}`) is
-    replaced whole. Containers are rebuilt (dicts and lists; tuples become
-    lists); other values are returned as they are.
+    replaced whole, and string keys are scrubbed too (a secret used as a key;
+    two keys scrubbed alike stay apart, numbered). Containers are rebuilt
+    (dicts and lists; tuples become lists); other values are returned as
+    they are. For display (logs, traces): the shape of the data may change.
     """
-    return rewrite_strings(value, partial(scrub, patterns=patterns, replacement=replacement), replacement)
+    text = partial(scrub, patterns=patterns, replacement=replacement)
+    return rewrite_strings(_scrub_keys(value, text), text, replacement)
+
+
+def _scrub_keys(value: Any, text: Callable[[str], str]) -> Any:
+    """`value` with every string key of its dicts (at any depth) rewritten by `text`."""
+    if isinstance(value, dict):
+        scrubbed: dict[Any, Any] = {}
+        for key, item in value.items():
+            name = text(key) if isinstance(key, str) else key
+            n = 1
+            while name in scrubbed:
+                n += 1
+                name = f"{text(key)} #{n}"
+            scrubbed[name] = _scrub_keys(item, text)
+        return scrubbed
+    if isinstance(value, list | tuple):
+        return [_scrub_keys(item, text) for item in value]
+    return value
 
 
 def rewrite_strings(value: Any, text: Callable[[str], str], secret: str | None = None) -> Any:

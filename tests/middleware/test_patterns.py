@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from middleware.patterns import BUILTIN, PERSONAL, PRIVATE_KEY, SECRET_ASSIGNMENT, SECRETS, scrub
+from middleware.patterns import BUILTIN, PERSONAL, PRIVATE_KEY, SECRET_ASSIGNMENT, SECRETS, scrub, scrub_value
 
 FRAGMENTS = [
     *("sk-", "ant-", "proj-", "sk_live_", "pk_test_", "AKIA", "AIza", "ghp_", "github_pat_", "xoxb-"),
@@ -117,3 +117,11 @@ def test_every_builtin_pattern_scrubs_a_megabyte_of_adversarial_text_in_linear_t
     small, large = cpu_seconds_to_scrub(adversarial(250_000)), cpu_seconds_to_scrub(adversarial(1_000_000))
     assert large < 3.0
     assert large < 8 * max(small, 0.005), (small, large)
+
+
+def test_a_secret_used_as_a_dict_key_is_scrubbed_and_keys_scrubbed_alike_stay_apart() -> None:
+    """Keys are scrubbed like values (a token as a key reached logs and traces); two become two, numbered."""
+    key, other = "sk-ant-api03-" + "a" * 40, "sk-ant-api03-" + "b" * 40
+    shown = scrub_value({"tokens": {key: 1, other: 2}, "rows": [{key: "x"}], "plain": "y"})
+    assert key not in json.dumps(shown) and other not in json.dumps(shown)
+    assert sorted(shown["tokens"].values()) == [1, 2] and shown["plain"] == "y"
