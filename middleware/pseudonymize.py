@@ -4,6 +4,7 @@ tools and the user get the real values."""
 from __future__ import annotations
 
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
@@ -118,27 +119,33 @@ class MemoryVault:
     """The default `Vault`: this process's memory, the `max_entries` most recently used mappings.
 
     Gone when the process ends: a run paused here resumes with its real
-    values only in this process.
+    values only in this process. One vault may serve several threads, each
+    with its own event loop: every read and write holds one lock.
     """
 
     def __init__(self, max_entries: int = 10_000) -> None:
         self.max_entries = max_entries
         self._entries: OrderedDict[str, dict[str, str]] = OrderedDict()
+        self._lock = threading.Lock()
 
     async def get(self, key: str) -> dict[str, str] | None:
-        values = self._entries.get(key)
-        if values is not None:
+        with self._lock:
+            values = self._entries.get(key)
+            if values is None:
+                return None
             self._entries.move_to_end(key)
-        return None if values is None else dict(values)
+            return dict(values)
 
     async def set(self, key: str, values: dict[str, str]) -> None:
-        self._entries[key] = dict(values)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
+        with self._lock:
+            self._entries[key] = dict(values)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
 
     async def delete(self, key: str) -> None:
-        self._entries.pop(key, None)
+        with self._lock:
+            self._entries.pop(key, None)
 
     def __len__(self) -> int:
         return len(self._entries)

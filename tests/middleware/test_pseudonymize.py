@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
+import threading
+from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -330,3 +334,27 @@ async def test_an_approver_can_see_the_real_arguments_of_a_pending_call_through_
     assert call.args == {"to": "<EMAIL_1>", "body": "hi"}
     values = await layer.vault.get(f"run:{state.run_id}")
     assert Pseudonyms(values).restore_value(call.args) == {"to": EMAIL, "body": "hi"}
+
+
+def test_a_memory_vault_read_in_one_thread_and_evicted_in_another_never_raises() -> None:
+    """A vault shared by agents in several threads (each its own loop): a read whose entry another thread's write
+    evicts right after the reader found it returns the values it found (it raised KeyError: no lock)."""
+    vault = MemoryVault(max_entries=1)
+    asyncio.run(vault.set("run:a", {"<EMAIL_1>": EMAIL}))
+    armed, writer_done = threading.Event(), threading.Event()
+    writer = threading.Thread(target=lambda: (asyncio.run(vault.set("run:b", {"<EMAIL_1>": "b"})), writer_done.set()))
+
+    class WriterBetweenLookupAndTouch(OrderedDict[str, dict[str, str]]):
+        def get(self, key: str, default: Any = None) -> Any:
+            found = super().get(key, default)
+            if armed.is_set():
+                armed.clear()
+                writer.start()
+                writer_done.wait(0.5)  # never set while the reader holds a lock the writer waits for
+            return found
+
+    vault._entries = WriterBetweenLookupAndTouch(vault._entries)
+    armed.set()
+    assert asyncio.run(vault.get("run:a")) == {"<EMAIL_1>": EMAIL}
+    writer.join()
+    assert asyncio.run(vault.get("run:b")) == {"<EMAIL_1>": "b"}
