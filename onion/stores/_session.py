@@ -81,8 +81,10 @@ class Session:
             yield owner
         finally:
             renewing.cancel()
-            await asyncio.gather(renewing, return_exceptions=True)
-            await asyncio.shield(self.store.unlock_session(self.session_id, owner))
+            try:
+                await asyncio.gather(renewing, return_exceptions=True)
+            finally:  # cancelled again while the renewal stops: unlock all the same
+                await asyncio.shield(self.store.unlock_session(self.session_id, owner))
 
     async def _renew(self, owner: str) -> None:
         while True:

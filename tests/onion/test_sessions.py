@@ -15,7 +15,7 @@ import pytest
 
 from onion import Agent, Message, ModelCall
 from onion.errors import LeaseLost, RunBusy
-from onion.stores import MemoryStore, RedisStore, SQLiteStore
+from onion.stores import MemoryStore, RedisStore, Session, SQLiteStore
 from onion.testing import FunctionModel, ScriptedModel
 
 
@@ -272,6 +272,49 @@ async def test_a_run_cancelled_while_its_session_lock_is_being_taken_leaves_the_
     holding = asyncio.create_task(hold())
     await store.locked.wait()
     holding.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await holding
+    assert await MemoryStore.lock_session(store, "s", "another run", lease=30)
+
+
+class SlowToStopRenewing(MemoryStore):
+    """A store whose lock renewal, once cancelled, takes until `stop_renewing` is set to stop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.renewing, self.stopping, self.stop_renewing = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def lock_session(self, session_id: str, owner: str, lease: float, *, renew: bool = False) -> bool:
+        if not renew:
+            return await super().lock_session(session_id, owner, lease)
+        self.renewing.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self.stopping.set()
+            await self.stop_renewing.wait()
+        return True
+
+
+async def test_a_run_cancelled_again_while_its_session_lock_stops_renewing_still_gives_the_lock_back() -> None:
+    """A second cancellation (a timeout, then shutdown) landing while the lock waits for its renewal to stop
+    still unlocks the session, instead of leaving it held until its lease lapses."""
+    store = SlowToStopRenewing()
+    session = Session(store, "s", lease=0.03)
+    held = asyncio.Event()
+
+    async def hold() -> None:
+        async with session.lock():
+            held.set()
+            await asyncio.Event().wait()
+
+    holding = asyncio.create_task(hold())
+    await held.wait()
+    await store.renewing.wait()
+    holding.cancel()
+    await store.stopping.wait()
+    holding.cancel()
+    store.stop_renewing.set()
     with pytest.raises(asyncio.CancelledError):
         await holding
     assert await MemoryStore.lock_session(store, "s", "another run", lease=30)
