@@ -166,10 +166,13 @@ class Refunds:
         return future
 
     def forget(self, key: str, future: asyncio.Future[None]) -> None:
+        """Stop waking `future` (its wait ended); a key nobody waits on any more is dropped."""
         with self._lock:
-            waiting = self._waiting.get(key, [])
-            if future in waiting:
+            waiting = self._waiting.get(key)
+            if waiting is not None and future in waiting:
                 waiting.remove(future)
+                if not waiting:
+                    del self._waiting[key]
 
     def wake(self, key: str) -> None:
         with self._lock:

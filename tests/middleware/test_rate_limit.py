@@ -249,3 +249,16 @@ async def test_a_call_waiting_for_tokens_goes_as_soon_as_another_call_gives_its_
         results = await asyncio.gather(first, second)
     assert [r.output for r in results] == ["ok", "ok"]
     assert slept == [pytest.approx(12.0)]  # B was told to wait 12 s of the minute, and went when A gave 40 back
+
+
+async def test_calls_that_waited_under_many_keys_leave_no_waiting_list_behind() -> None:
+    """A call that waited its time out is forgotten with its key: a layer keyed per user kept an empty waiting
+    list for every user that ever waited."""
+    fake_time = FakeTime()
+    limiter = limited(fake_time, rpm=1, key=lambda call: call.messages[-1].text)
+    agent = Agent(ScriptedModel(answers(6))).use(limiter)
+    for user in ("u1", "u2", "u3"):
+        await agent.run(user)
+        await agent.run(user)  # waits the minute out
+    assert fake_time.now == pytest.approx(180.0)
+    assert limiter._refunds._waiting == {}
