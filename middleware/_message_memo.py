@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from onion import Message, ToolRequest
+from onion import Message, Part, ToolRequest
 
 
 class MessageMemo:
     """A layer's rewrites of one run's messages (`redact`, `pseudonymize`), each computed once.
 
     Keyed by the message object, which the memo holds (so its id is never
-    reused meanwhile); a message edited in place (its `text` or
-    `tool_calls` reassigned) is rewritten again. A rewrite is final: met
+    reused meanwhile); a message edited in place (its `text`, `tool_calls`
+    or `content` reassigned) is rewritten again. A rewrite is final: met
     later (a rewritten message back in the history), it is kept as it is.
     """
 
     __slots__ = ("_seen",)
 
     def __init__(self) -> None:
-        self._seen: dict[int, tuple[Message, str, list[ToolRequest], Message]] = {}
+        self._seen: dict[int, tuple[Message, str, list[ToolRequest], list[Part] | None, Message]] = {}
 
     def rewrite(self, messages: list[Message], rewrite: Callable[[Message], Message]) -> None:
         """Replace each of `messages`, in place, by `rewrite(message)`, remembered from earlier calls."""
@@ -31,10 +31,17 @@ class MessageMemo:
                 or seen[0] is not message
                 or seen[1] is not message.text
                 or seen[2] is not message.tool_calls
+                or seen[3] is not message.content
             ):
                 rewritten = rewrite(message)
-                seen = memo[id(message)] = (message, message.text, message.tool_calls, rewritten)
+                seen = memo[id(message)] = (message, message.text, message.tool_calls, message.content, rewritten)
                 if rewritten is not message:
-                    memo[id(rewritten)] = (rewritten, rewritten.text, rewritten.tool_calls, rewritten)
-            if seen[3] is not message:
-                messages[index] = seen[3]
+                    memo[id(rewritten)] = (
+                        rewritten,
+                        rewritten.text,
+                        rewritten.tool_calls,
+                        rewritten.content,
+                        rewritten,
+                    )
+            if seen[4] is not message:
+                messages[index] = seen[4]
