@@ -35,8 +35,9 @@ class RedisStore(StateLoader, SessionOpener):
     `StoreUnavailable` (closed, the default) or let calls through with a
     warning (`fail_open=True`); the cache misses (a warning, once until it
     works again); run, journal and session writes raise `StoreUnavailable`
-    (each write is one script: it happened whole or not at all). The client
-    reconnects by itself once Redis is back. Each event loop uses at most
+    (each write is one script: it happened whole or not at all; none is
+    sent twice, since one whose reply was lost may have happened). The
+    client reconnects by itself once Redis is back. Each event loop uses at most
     `max_connections` connections (more concurrent calls wait for one, up
     to `timeout` seconds). `client` (a
     `redis.asyncio.Redis`) replaces the one built from `url`; each event
@@ -76,8 +77,8 @@ class RedisStore(StateLoader, SessionOpener):
         client = self._clients.get(loop)
         if client is None:
             from redis.asyncio import BlockingConnectionPool, Redis
+            from redis.asyncio.retry import Retry
             from redis.backoff import NoBackoff
-            from redis.retry import Retry
 
             pool = BlockingConnectionPool.from_url(
                 self.url,
@@ -86,7 +87,8 @@ class RedisStore(StateLoader, SessionOpener):
                 decode_responses=True,
                 socket_connect_timeout=self.connect_timeout,
                 socket_timeout=self.timeout,
-                retry=Retry(NoBackoff(), 1),  # one fresh connection after a restart, then the error
+                retry=Retry(NoBackoff(), 0),  # never sent twice: a write whose reply was lost may have happened
+                **_pool_checks_connections(),
             )
             client = self._clients[loop] = Redis(connection_pool=pool)
         return client
@@ -130,7 +132,8 @@ class RedisStore(StateLoader, SessionOpener):
     def _unavailable(self, doing: str, error: Exception) -> StoreUnavailable:
         return StoreUnavailable(
             f"Redis at {_safe_url(self.url)} failed while {doing} ({type(error).__name__}: {error}); "
-            "nothing was written; check that Redis is running and reachable"
+            "a write happens whole or not at all (with its reply lost, it may have happened); "
+            "check that Redis is running and reachable"
         )
 
     def _warn_once(self, purpose: str, error: StoreUnavailable, then: str) -> None:
@@ -452,6 +455,17 @@ class Batcher:
                 future.set_exception(reply)
             else:
                 future.set_result(reply)
+
+
+def _pool_checks_connections() -> dict[str, Any]:
+    """Keep the pool's check that a pooled connection is still open: after a Redis restart each command then gets a
+    fresh connection instead of failing on a closed one. redis-py 7+ skips that check while maintenance
+    notifications (a Redis Enterprise feature) are on; older versions have neither."""
+    try:
+        from redis.maint_notifications import MaintNotificationsConfig
+    except ImportError:
+        return {}
+    return {"maint_notifications_config": MaintNotificationsConfig(enabled=False)}
 
 
 def _record(run_id: str, fields: Any) -> RunRecord:

@@ -166,6 +166,84 @@ async def test_redis_dropping_mid_run_fails_the_run_cleanly_and_it_resumes_once_
     assert result.messages[-2].text == "frozen" or "interrupted" in result.messages[-2].text
 
 
+async def test_after_redis_restarts_every_kind_of_call_succeeds_at_once(redis_server: RedisServer) -> None:
+    """Redis restarts (empty) between calls: the next session append, rate reservation, cache read and run start
+    each succeed on a fresh connection. (The pooled connection Redis had closed failed the first call.)"""
+    async with RedisStore(redis_server.url, namespace=namespace()) as store:
+        await store.session_append("s", ["before"])
+        for attempt in range(2):
+            redis_server.stop()
+            redis_server.start()
+            await store.session_append("s", [f"after {attempt}"])
+            assert await store.session_messages("s") == [f"after {attempt}"]
+            assert await store.acquire("m", 10, rpm=10, tpm=100, window=60) == 0
+            assert await store.get("k") is None
+            await store.start_run(f"r{attempt}", agent="a", owner="me", lease=5.0, entries=["start"])
+
+
+class DroppingProxy:
+    """A TCP proxy to Redis that, when `drop_next_reply` is set, passes on the next script call and closes the
+    client's connection instead of passing on its reply: Redis has applied it, the client never hears so."""
+
+    def __init__(self, port: int) -> None:
+        self.port, self.drop_next_reply = port, False
+        self.connections: set[asyncio.Task[None]] = set()
+
+    async def __aenter__(self) -> DroppingProxy:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.url = f"redis://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/0"
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.server.close()
+        for connection in self.connections:
+            connection.cancel()
+        await asyncio.gather(*self.connections, return_exceptions=True)
+
+    async def _serve(self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter) -> None:
+        self.connections.add(task := asyncio.current_task())  # type: ignore[arg-type]
+        redis_in, redis_out = await asyncio.open_connection("127.0.0.1", self.port)
+        dropping = asyncio.Event()
+
+        async def requests() -> None:
+            while data := await client_in.read(65536):
+                if self.drop_next_reply and b"EVALSHA" in data:
+                    self.drop_next_reply = False
+                    dropping.set()
+                redis_out.write(data)
+
+        async def replies() -> None:
+            while data := await redis_in.read(65536):
+                if dropping.is_set():
+                    return
+                client_out.write(data)
+
+        parts = {asyncio.ensure_future(requests()), asyncio.ensure_future(replies())}
+        try:
+            await asyncio.wait(parts, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for part in parts:
+                part.cancel()
+            client_out.close()
+            redis_out.close()
+            self.connections.discard(task)  # type: ignore[arg-type]
+
+
+async def test_a_write_whose_reply_is_lost_is_never_sent_again(redis_server: RedisServer) -> None:
+    """The connection drops after Redis applied a session append and a journal append, before their replies: each
+    caller gets StoreUnavailable saying the write may have happened, and each is applied once (a client that
+    re-sent it would have appended the messages twice); the next calls work."""
+    async with DroppingProxy(redis_server.port) as proxy, RedisStore(proxy.url, namespace=namespace()) as store:
+        await store.session_append("s", ["one"])
+        await store.start_run("r", agent="a", owner="me", lease=5.0, entries=["start"])
+        for write in (lambda: store.session_append("s", ["two"]), lambda: store.append_journal("r", "me", ["e"], 5.0)):
+            proxy.drop_next_reply = True
+            with pytest.raises(StoreUnavailable, match="with its reply lost, it may have happened"):
+                await write()
+        assert await store.session_messages("s") == ["one", "two"]
+        assert await store.journal("r") == ["start", "e"]
+
+
 async def test_commands_sent_together_share_one_round_trip_and_each_caller_gets_its_own_outcome(
     redis_url: str,
 ) -> None:
