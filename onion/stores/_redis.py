@@ -119,7 +119,7 @@ class RedisStore(StateLoader, SessionOpener):
             self._scripts[name] = await self._send("script_load", source)
             return await self._send("evalsha", self._scripts[name], len(keys), *keys, *args)
         except RedisError as error:
-            raise self._unavailable(doing, error) from error
+            raise self._unavailable(doing, error, write=True) from error
 
     async def _command(self, doing: str, name: str, *args: Any) -> Any:
         from redis.exceptions import RedisError
@@ -127,13 +127,13 @@ class RedisStore(StateLoader, SessionOpener):
         try:
             return await self._send(name, *args)
         except RedisError as error:
-            raise self._unavailable(doing, error) from error
+            raise self._unavailable(doing, error, write=name not in _READS) from error
 
-    def _unavailable(self, doing: str, error: Exception) -> StoreUnavailable:
+    def _unavailable(self, doing: str, error: Exception, *, write: bool = False) -> StoreUnavailable:
+        outcome = "it happened whole or not at all (with its reply lost, it may have happened); " if write else ""
         return StoreUnavailable(
             f"Redis at {_safe_url(self.url)} failed while {doing} ({type(error).__name__}: {error}); "
-            "a write happens whole or not at all (with its reply lost, it may have happened); "
-            "check that Redis is running and reachable"
+            f"{outcome}check that Redis is running and reachable"
         )
 
     def _warn_once(self, purpose: str, error: StoreUnavailable, then: str) -> None:
@@ -270,7 +270,7 @@ class RedisStore(StateLoader, SessionOpener):
         try:
             await pipe.execute()
         except RedisError as error:
-            raise self._unavailable(f"deleting run {run_id!r}", error) from error
+            raise self._unavailable(f"deleting run {run_id!r}", error, write=True) from error
 
     # -- sessions --------------------------------------------------------------
 
@@ -455,6 +455,9 @@ class Batcher:
                 future.set_exception(reply)
             else:
                 future.set_result(reply)
+
+
+_READS = frozenset({"get", "hgetall", "lrange", "zrevrange"})
 
 
 def _pool_checks_connections() -> dict[str, Any]:

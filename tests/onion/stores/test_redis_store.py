@@ -117,8 +117,11 @@ async def test_redis_down_at_start_rate_limit_fails_closed_or_open_cache_misses_
             cached = Agent(ScriptedModel(["c", "d"])).use(cache(store=store))
             assert [(await cached.run("hi")).output for _ in range(2)] == ["c", "d"]
         assert sum("every lookup is a miss" in r.message for r in caplog.records) == 1
-        with pytest.raises(StoreUnavailable, match="starting run"):
+        with pytest.raises(StoreUnavailable, match="starting run") as write:
             await Agent(ScriptedModel(["e"]), store=store).run("hi")
+        with pytest.raises(StoreUnavailable, match="reading session") as read:
+            await store.session_messages("s")
+        assert "it may have happened" in str(write.value) and "it may have happened" not in str(read.value)
 
 
 async def test_redis_dropping_mid_run_fails_the_run_cleanly_and_it_resumes_once_redis_is_back(
