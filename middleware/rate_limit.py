@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -90,16 +91,10 @@ class rate_limit:
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
         key = self.key(call)
         reserved = min(self.estimate(call), int(self.tpm)) if self.tpm else 0
-        while True:
-            refunds = self._refunds.count(key)
-            delay = await self.store.acquire(key, reserved, rpm=self.rpm, tpm=self.tpm, window=self.window)
-            if delay <= 0:
-                break
-            if not self.wait:
-                raise RateLimitExceeded(
-                    f"rate limit for {key} reached; retry in {delay:.3f}s", key=key, retry_after=delay
-                )
-            waited(await self._pause(key, delay, refunds))
+        epoch = self._refunds.epoch
+        delay = await self.store.acquire(key, reserved, rpm=self.rpm, tpm=self.tpm, window=self.window)
+        if delay > 0:
+            await self._wait_for_room(key, reserved, delay, epoch)
         try:
             response: ModelResponse = await call_next(call)
         except BaseException as error:
@@ -114,12 +109,33 @@ class rate_limit:
             await self._give_back(key, reserved, response.usage.total_tokens)
         return response
 
-    async def _pause(self, key: str, delay: float, refunds: int) -> float:
+    async def _wait_for_room(self, key: str, reserved: int, delay: float, epoch: int) -> None:
+        """Ask the store again until it takes the call (`delay`: its first answer), or raise without `wait`.
+
+        A refund under `key` ends each wait early; so does any refund since
+        `epoch`, when the first answer was asked for, as it may have been this
+        key's (the refund count is kept only while calls wait)."""
+        refunds = self._refunds.tally(key)
+        seen = refunds.count if self._refunds.epoch == epoch else -1
+        while True:
+            if not self.wait:
+                raise RateLimitExceeded(
+                    f"rate limit for {key} reached; retry in {delay:.3f}s", key=key, retry_after=delay
+                )
+            waited(await self._pause(key, delay, refunds, seen))
+            seen = refunds.count
+            delay = await self.store.acquire(key, reserved, rpm=self.rpm, tpm=self.tpm, window=self.window)
+            if delay <= 0:
+                return
+
+    async def _pause(self, key: str, delay: float, refunds: Tally, seen: int) -> float:
         """Wait `delay` seconds, or less when a call of this layer gives `key` tokens back (or gave some since
-        there were `refunds`); the seconds waited."""
+        `refunds` counted `seen`); the seconds waited."""
         loop = asyncio.get_running_loop()
         started = loop.time()
-        woken = self._refunds.waiter(key, refunds)
+        woken = self._refunds.waiter(key, refunds, seen)
+        if woken.done():  # a refund came while the store was asked: ask again now
+            return 0.0
         sleeping = asyncio.ensure_future(self.sleep(delay))
         try:
             await asyncio.wait((sleeping, woken), return_when=asyncio.FIRST_COMPLETED)
@@ -138,28 +154,44 @@ class rate_limit:
             self._refunds.wake(key)
 
 
+class Tally:
+    """How many refunds one key has had: counted while a call of that key holds it (then no refund is missed)."""
+
+    __slots__ = ("__weakref__", "count")
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
 class Refunds:
     """The calls waiting for room under each key, woken when a call gives some back (from any thread's loop).
 
     A refund that comes while a call is asking the store wakes it too, so no
     refund is missed. Only this process's waiters are woken; waiters in other
-    workers sharing the store try again when their own wait ends.
+    workers sharing the store try again when their own wait ends. Nothing is
+    kept for a key no call is using (a layer keyed per user holds only the
+    users with calls in flight).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiting: dict[str, list[asyncio.Future[None]]] = {}
-        self._counts: dict[str, int] = {}
+        self._tallies: weakref.WeakValueDictionary[str, Tally] = weakref.WeakValueDictionary()
+        self.epoch = 0  # refunds of every key
 
-    def count(self, key: str) -> int:
-        """How many refunds `key` has had."""
-        return self._counts.get(key, 0)
+    def tally(self, key: str) -> Tally:
+        """`key`'s refund count, kept up to date while the caller holds it."""
+        with self._lock:
+            tally = self._tallies.get(key)
+            if tally is None:
+                tally = self._tallies[key] = Tally()
+            return tally
 
-    def waiter(self, key: str, seen: int) -> asyncio.Future[None]:
-        """A future set by the next refund of `key`; set already if there were refunds since `seen`."""
+    def waiter(self, key: str, tally: Tally, seen: int) -> asyncio.Future[None]:
+        """A future set by the next refund of `key`; set already if `tally` counted refunds since `seen`."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         with self._lock:
-            if self._counts.get(key, 0) != seen:
+            if tally.count != seen:
                 future.set_result(None)
             else:
                 self._waiting.setdefault(key, []).append(future)
@@ -176,7 +208,10 @@ class Refunds:
 
     def wake(self, key: str) -> None:
         with self._lock:
-            self._counts[key] = self._counts.get(key, 0) + 1
+            self.epoch += 1
+            tally = self._tallies.get(key)
+            if tally is not None:
+                tally.count += 1
             woken = self._waiting.pop(key, [])
         running = asyncio.get_running_loop()
         for future in woken:

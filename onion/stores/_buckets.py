@@ -17,10 +17,11 @@ class Bucket:
     tokens: float = math.inf
     updated: float = 0.0
     paused_until: float = 0.0
+    limits: tuple[float | None, float | None, float] = (None, None, 60.0)  # rpm, tpm, window of the last take
 
     def take(self, now: float, tokens: int, rpm: float | None, tpm: float | None, window: float) -> float:
         """Reserve one request and `tokens` tokens (returns 0), or nothing (returns the seconds to wait)."""
-        elapsed, self.updated = max(0.0, now - self.updated), now
+        elapsed, self.updated, self.limits = max(0.0, now - self.updated), now, (rpm, tpm, window)
         wait = self.paused_until - now
         if rpm:
             self.requests = min(max(rpm, 1.0), self.requests + elapsed * rpm / window)
@@ -43,6 +44,16 @@ class Bucket:
     def pause(self, now: float, seconds: float) -> None:
         self.paused_until = max(self.paused_until, now + seconds)
 
+    def full(self, now: float) -> bool:
+        """Whether the bucket has refilled and is not paused: then it is the same as a new one."""
+        rpm, tpm, window = self.limits
+        elapsed = max(0.0, now - self.updated)
+        return (
+            self.paused_until <= now
+            and (not rpm or self.requests + elapsed * rpm / window >= max(rpm, 1.0))
+            and (not tpm or self.tokens + elapsed * tpm / window >= tpm)
+        )
+
 
 class MemoryRateStore:
     """Token buckets in this process, one per key.
@@ -51,21 +62,31 @@ class MemoryRateStore:
     worth (so a full minute's requests may go at once, as providers allow).
     One store may serve several threads, each with its own event loop: every
     operation reads `clock` and changes its bucket under one lock. A clock
-    that steps back refills nothing.
+    that steps back refills nothing. Buckets that have refilled are dropped
+    now and then, so keys used once (one per user, say) do not pile up.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self._buckets: dict[str, Bucket] = {}
         self._buckets_lock = threading.Lock()
+        self._sweep_at = 1024  # buckets held; each sweep doubles what is left
 
     async def acquire(self, key: str, tokens: int, *, rpm: float | None, tpm: float | None, window: float) -> float:
         with self._buckets_lock:
             now = self.clock()
             bucket = self._buckets.get(key)
             if bucket is None:
+                if len(self._buckets) >= self._sweep_at:
+                    self._sweep(now)
                 bucket = self._buckets[key] = Bucket(updated=now)
             return bucket.take(now, tokens, rpm, tpm, window)
+
+    def _sweep(self, now: float) -> None:
+        """Drop the buckets that have refilled (a new bucket is full): amortised, as the next sweep waits until
+        twice as many are held."""
+        self._buckets = {key: bucket for key, bucket in self._buckets.items() if not bucket.full(now)}
+        self._sweep_at = max(1024, 2 * len(self._buckets))
 
     async def reconcile(self, key: str, reserved: int, used: int, *, refund_request: bool = False) -> None:
         with self._buckets_lock:

@@ -65,7 +65,8 @@ class RedisStore(StateLoader, SessionOpener):
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
         self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Batcher] = weakref.WeakKeyDictionary()
         self._scripts: dict[str, str] = {}
-        self._reservations: dict[str, deque[tuple[str, int, float]]] = {}
+        self._reservations: dict[str, deque[tuple[str, int, float]]] = {}  # member, tokens, leaves the window
+        self._sweep_at = 1024  # keys with reservations held
         self._failing: set[str] = set()
 
     # -- plumbing --------------------------------------------------------------
@@ -335,11 +336,20 @@ class RedisStore(StateLoader, SessionOpener):
         self._works("rate_limit")
         if float(wait) > 0:
             return float(wait)
+        if key not in self._reservations and len(self._reservations) >= self._sweep_at:
+            self._sweep(float(now))
         reservations = self._reservations.setdefault(key, deque())
-        while reservations and reservations[0][2] <= float(now) - window:
-            reservations.popleft()
-        reservations.append((f"{member}:{tokens}", tokens, float(now)))
+        _drop_expired(reservations, float(now))
+        reservations.append((f"{member}:{tokens}", tokens, float(now) + window))
         return 0.0
+
+    def _sweep(self, now: float) -> None:
+        """Forget the reservations that have left their window, and the keys left with none: amortised, as the
+        next sweep waits until twice as many keys are held."""
+        for key, reservations in list(self._reservations.items()):
+            if not _drop_expired(reservations, now):
+                del self._reservations[key]
+        self._sweep_at = max(1024, 2 * len(self._reservations))
 
     async def reconcile(self, key: str, reserved: int, used: int, *, refund_request: bool = False) -> None:
         """Correct this process's oldest open reservation of `reserved` tokens for `key` (logged, never raised)."""
@@ -348,6 +358,8 @@ class RedisStore(StateLoader, SessionOpener):
         if found is None:
             return
         reservations.remove(found)
+        if not reservations:
+            del self._reservations[key]
         args = [self._now(), found[0], used, "1" if refund_request else "0"]
         try:
             await self._script("RECONCILE", self._rate_keys(key), args, f"correcting rate limit {key!r}")
@@ -455,6 +467,13 @@ class Batcher:
                 future.set_exception(reply)
             else:
                 future.set_result(reply)
+
+
+def _drop_expired(reservations: deque[tuple[str, int, float]], now: float) -> bool:
+    """Drop the reservations that have left their window (oldest first); whether any are left."""
+    while reservations and reservations[0][2] <= now:
+        reservations.popleft()
+    return bool(reservations)
 
 
 _READS = frozenset({"get", "hgetall", "lrange", "zrevrange"})

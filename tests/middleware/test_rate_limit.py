@@ -262,3 +262,61 @@ async def test_calls_that_waited_under_many_keys_leave_no_waiting_list_behind() 
         await agent.run(user)  # waits the minute out
     assert fake_time.now == pytest.approx(180.0)
     assert limiter._refunds._waiting == {}
+
+
+async def test_a_layer_keyed_per_user_keeps_nothing_for_users_it_no_longer_limits() -> None:
+    """3,000 users call once each, 0.1 s apart, under rpm=1 and tpm per user: the store drops the buckets that
+    have refilled and the layer keeps no refund count once calls end (both kept one per user ever), while the
+    last user, still at its limit, waits its minute."""
+    fake_time = FakeTime()
+    store = MemoryRateStore(clock=fake_time.clock)
+    limiter = rate_limit(rpm=1, tpm=1000, key=lambda call: call.messages[-1].text, store=store, sleep=fake_time.sleep)
+    agent = Agent(ScriptedModel(answers(3001, Usage(1, 1)))).use(limiter)
+    for n in range(3000):
+        await agent.run(f"user {n}")
+        fake_time.now += 0.1
+    assert len(store._buckets) < 2048
+    assert {f"user {n}" for n in range(2401, 3000)} <= store._buckets.keys()  # those of the last minute
+    assert len(limiter._refunds._tallies) == 0
+    started = fake_time.now
+    await agent.run("user 2999")
+    assert fake_time.now - started == pytest.approx(59.9)
+
+
+async def test_a_refund_landing_while_a_call_first_asks_the_store_is_not_missed() -> None:
+    """tpm=100, estimates of 60: B asks a slow store (a shared one is a round trip away) while A holds 60; A gives
+    40 back before B's answer (wait 12 s) arrives, and B goes at once instead of waiting for nothing."""
+    release, asked, refunded, slept = asyncio.Event(), asyncio.Event(), asyncio.Event(), []
+
+    class RoundTripAway(MemoryRateStore):
+        async def acquire(self, key: str, tokens: int, *, rpm: float | None, tpm: float | None, window: float) -> float:
+            delay = await super().acquire(key, tokens, rpm=rpm, tpm=tpm, window=window)
+            if delay and not asked.is_set():
+                asked.set()
+                await refunded.wait()  # the answer is on its way back while A refunds
+            return delay
+
+        async def reconcile(self, key: str, reserved: int, used: int, *, refund_request: bool = False) -> None:
+            await super().reconcile(key, reserved, used, refund_request=refund_request)
+            refunded.set()
+
+    async def never_ending_sleep(seconds: float) -> None:
+        slept.append(seconds)
+        await asyncio.Event().wait()
+
+    async def model(call: ModelCall) -> ModelResponse:
+        if call.messages[-1].text == "a":
+            await release.wait()
+        return ModelResponse(Message.assistant("ok"), Usage(10, 10, 1))
+
+    store = RoundTripAway(clock=lambda: 0.0)
+    agent = Agent(FunctionModel(model)).use(
+        rate_limit(tpm=100, estimate=lambda call: 60, store=store, sleep=never_ending_sleep)
+    )
+    first = asyncio.create_task(agent.run("a"))
+    second = asyncio.create_task(agent.run("b"))
+    await asyncio.wait_for(asked.wait(), 10)
+    release.set()
+    async with asyncio.timeout(10):
+        results = await asyncio.gather(first, second)
+    assert [r.output for r in results] == ["ok", "ok"] and slept == []

@@ -54,6 +54,22 @@ async def test_a_correction_arriving_after_its_reservation_left_the_window_leave
         assert await store.acquire("m", 1, rpm=None, tpm=100, window=1.0) == pytest.approx(0.9)
 
 
+async def test_reservations_of_keys_no_longer_used_are_forgotten(redis_url: str) -> None:
+    """3,000 keys reserve once each, 0.1 s apart, under a 60 s window: the store keeps its record of open
+    reservations only for the last window's keys; a corrected reservation leaves nothing behind. (It kept a
+    record for every key ever used.)"""
+    now = [0.0]
+    async with RedisStore(redis_url, namespace=namespace(), clock=lambda: now[0]) as store:
+        for n in range(3000):
+            assert await store.acquire(f"user {n}", 0, rpm=1, tpm=None, window=60) == 0
+            now[0] += 0.1
+        assert len(store._reservations) < 2048
+        assert {f"user {n}" for n in range(2401, 3000)} <= store._reservations.keys()
+        await store.acquire("corrected", 10, rpm=None, tpm=100, window=60)
+        await store.reconcile("corrected", 10, 5)
+        assert "corrected" not in store._reservations
+
+
 async def test_two_namespaces_never_see_each_others_entries(redis_url: str) -> None:
     """Cache entries, sessions and runs of one namespace are invisible in another on the same Redis."""
     async with RedisStore(redis_url, namespace=namespace()) as a, RedisStore(redis_url, namespace=namespace()) as b:
