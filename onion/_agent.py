@@ -6,7 +6,6 @@ import asyncio
 import copy
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from sys import getprofile
 from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, overload
 
 import pydantic
@@ -29,7 +28,7 @@ from ._messages import Message, ToolRequest
 from ._model import Model, resolve_model
 from ._output import output_schema
 from ._session_runs import run_in_session, session_of
-from ._stack import Handler, Stack, bad_result, checked_by_default, concurrent_call_next
+from ._stack import Handler, Stack, bad_result, checked_by_default, concurrent_call_next, profiling
 from ._state import PausedBatch, PendingCall, RunState, check_resumable, plain_state
 from ._stream_edits import end_stream, send_out
 from ._streaming import EventQueue
@@ -440,7 +439,7 @@ class Agent(Generic[OutputT]):
 
     def _compiled(self) -> _Chains:
         """The chains, built again when the stack changed, tracing was turned on or off, or a profiler (see `bind`)."""
-        profiled = getprofile() is not None
+        profiled = profiling()
         if (
             self._chains is None
             or self._version != self.stack.version

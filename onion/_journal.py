@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ._calls import ModelResponse, ToolResult
 from ._content import part_dict, part_from
 from ._messages import Message, ToolRequest, Usage
-from .errors import LeaseLost, OnionError, RunBusy
+from .errors import LeaseLost, OnionError, RunBusy, RunNotFound
 
 logger = logging.getLogger("onion.journal")
 
@@ -111,8 +111,8 @@ class Journal:
         self._renewal: asyncio.TimerHandle | None = None
         self._renewing: asyncio.Task[None] | None = None
         self._stoppable: asyncio.Task[Any] | None = None
-        self.lost: LeaseLost | None = None
-        """Set when a renewal found the run taken over by another worker."""
+        self.lost: LeaseLost | RunNotFound | None = None
+        """Set when a renewal found the run taken over by another worker, or deleted."""
 
     async def begin(self, run: Run, *, session: str | None = None, session_from: int = 0) -> None:
         """Create the run in the store, with its first messages and state."""
@@ -197,7 +197,8 @@ class Journal:
 
     @contextlib.contextmanager
     def stop_when_lost(self) -> Iterator[None]:
-        """While inside, a renewal that finds the run taken over cancels this task; it then raises `self.lost`.
+        """While inside, a renewal that finds the run taken over (or deleted) cancels this task; it then raises
+        `self.lost`.
 
         Only while inside: the task is then suspended inside the run, so the
         cancellation lands there (the model call, the running tools) and
@@ -275,19 +276,30 @@ class Journal:
         try:
             await self.store.renew_run(self.run_id, self.owner, self.lease)
         except RunBusy:
-            self._renewing = None
-            self.lost = LeaseLost(
-                f"this worker lost run {self.run_id!r}: its lease lapsed and another worker took it over; "
-                "the run was stopped here (its model call and tools cancelled), the other worker goes on with it",
-                run_id=self.run_id,
+            return self._stop(
+                LeaseLost(
+                    f"this worker lost run {self.run_id!r}: its lease lapsed and another worker took it over; "
+                    "the run was stopped here (its model call and tools cancelled), the other worker goes on with it",
+                    run_id=self.run_id,
+                )
             )
-            if self._stoppable is not None:
-                self._stoppable.cancel()
-            return
+        except RunNotFound:  # nothing more of it can be recorded
+            return self._stop(
+                RunNotFound(
+                    f"run {self.run_id!r} was deleted from the store while it ran; "
+                    "it was stopped here (its model call and tools cancelled)"
+                )
+            )
         except Exception as error:  # a store blip must not let the lease lapse while the run goes on
             logger.warning("run %s: renewing its lease failed (%s); trying again", self.run_id, error)
         self._renewing = None
         self.renew_in_background()
+
+    def _stop(self, lost: LeaseLost | RunNotFound) -> None:
+        """Stop the run where it is (inside `stop_when_lost`), to raise `lost`; renew no more."""
+        self._renewing, self.lost = None, lost
+        if self._stoppable is not None:
+            self._stoppable.cancel()
 
     def _stop_renewing(self) -> None:
         if self._renewal is not None:

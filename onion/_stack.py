@@ -127,6 +127,17 @@ def checked_by_default() -> bool:
     return os.environ.get("ONION_CHECKED", "") not in ("", "0") or sys.flags.dev_mode
 
 
+_monitoring = getattr(sys, "monitoring", None)  # Python 3.12+
+
+
+def profiling() -> bool:
+    """Whether a profiler is on: one set with `sys.setprofile`, or (Python 3.12+) one registered with
+    `sys.monitoring`, as cProfile is from 3.12 on."""
+    if sys.getprofile() is not None:
+        return True
+    return _monitoring is not None and _monitoring.get_tool(_monitoring.PROFILER_ID) is not None
+
+
 def bind(function: Callable[..., Any], call_next: Handler) -> Handler:
     """Return `ctx -> function(ctx, call_next)` without adding a frame per call.
 
@@ -136,7 +147,7 @@ def bind(function: Callable[..., Any], call_next: Handler) -> Handler:
     The copy gets a code object of its own, so CPython specialises its call
     of `call_next` for the one callee it always sees (a function used at
     several depths would otherwise take the slow path at each); while a
-    profiler is on (`sys.getprofile()`, as with cProfile) it shares the
+    profiler is on (see `profiling`) it shares the
     function's code object instead, since profilers key functions by code
     and `pstats` keeps one entry per file, line and name. Other callables
     get a lambda.
@@ -149,7 +160,7 @@ def bind(function: Callable[..., Any], call_next: Handler) -> Handler:
         and not target.__defaults__
         and not target.__code__.co_flags & inspect.CO_VARARGS
     ):
-        code = target.__code__ if sys.getprofile() is not None else target.__code__.replace()
+        code = target.__code__ if profiling() else target.__code__.replace()
         copy = FunctionType(code, target.__globals__, target.__name__, (call_next,), target.__closure__)
         copy.__kwdefaults__ = target.__kwdefaults__
         copy.__qualname__ = target.__qualname__

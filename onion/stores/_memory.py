@@ -146,6 +146,15 @@ class MemoryStore(StateLoader, SessionOpener, MemoryRateStore, MemoryCache):
         holder = self._session_locks.get(session_id)
         return holder is not None and holder[0] == owner
 
+    async def aclose(self) -> None:
+        """Nothing to close: here so code written for any store closes it alike (`async with store:` too)."""
+
+    async def __aenter__(self) -> MemoryStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
     def __repr__(self) -> str:
         return f"<MemoryStore runs={len(self._runs)} sessions={len(self._sessions)} cached={len(self._cache)}>"
 

@@ -366,3 +366,38 @@ async def test_a_worker_that_finds_its_lease_taken_over_cancels_its_tools_and_ra
     assert (await store_a.run_record(record.run_id)).status == "completed"  # type: ignore[union-attr]
     for store in (store_a, store_b):
         await store.aclose()
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "redis"])
+async def test_a_run_deleted_while_it_runs_is_stopped_at_its_next_renewal(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The run is deleted from the store while a tool hangs: the next renewal stops it (the tool cancelled, the
+    model asked nothing more) with RunNotFound saying it was deleted. (It warned at every renewal, for ever,
+    while the tool went on.)"""
+    if backend == "redis":
+        store: Any = RedisStore(request.getfixturevalue("redis_url"), namespace=f"t{uuid.uuid4().hex[:12]}")
+    else:
+        store = MemoryStore() if backend == "memory" else SQLiteStore(tmp_path / "r.db")
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def hang() -> str:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    model = ScriptedModel([[call("hang")], "answer"])
+    running = asyncio.create_task(Agent(model, tools=[hang], store=store, lease=0.3).run("go"))
+    await started.wait()
+    (record,) = await store.runs()
+    await store.delete_run(record.run_id)
+    with pytest.raises(RunNotFound, match="deleted from the store while it ran"):
+        await asyncio.wait_for(running, 10)
+    assert cancelled.is_set() and len(model.requests) == 1
+    assert "renewing its lease failed" not in caplog.text
+    await store.aclose()

@@ -449,7 +449,9 @@ def test_each_copy_of_a_layer_runs_its_own_code_unless_a_profiler_is_on() -> Non
     copy's call of `call_next` for its one callee), equal to the user's; under a profiler they share it."""
     import sys
 
-    if sys.getprofile() is not None:
+    from onion._stack import profiling
+
+    if profiling():
         pytest.skip("a profiler is already on")
 
     async def noop(ctx: ModelCall, call_next: Any) -> Any:
@@ -468,6 +470,37 @@ def test_each_copy_of_a_layer_runs_its_own_code_unless_a_profiler_is_on() -> Non
     finally:
         sys.setprofile(None)
     assert outer.__code__ is outer.__defaults__[0].__code__ is noop.__code__  # type: ignore[attr-defined]
+
+
+@pytest.mark.skipif(not hasattr(__import__("sys"), "monitoring"), reason="sys.monitoring is Python 3.12+")
+def test_a_profiler_registered_with_sys_monitoring_is_seen_as_cprofile_is_from_python_3_12() -> None:
+    """cProfile registers with `sys.monitoring` from Python 3.12 (`sys.getprofile()` stays None): copies of a
+    layer then share its code object too, and an agent built before rebuilds its chains."""
+    import sys
+
+    from onion._stack import profiling
+
+    async def noop(ctx: ModelCall, call_next: Any) -> Any:
+        return await call_next(ctx)
+
+    async def terminal(ctx: ModelCall) -> ModelResponse:
+        return ModelResponse(Message.assistant("ok"))
+
+    monitoring: Any = getattr(sys, "monitoring")  # noqa: B009 (absent before 3.12)
+    if monitoring.get_tool(monitoring.PROFILER_ID) is not None:
+        pytest.skip("a profiler is already on")
+    agent = Agent(ScriptedModel(["ok", "ok"]), middleware=[noop])
+    agent.run_sync("hi")
+    before = agent._chains
+    monitoring.use_tool_id(monitoring.PROFILER_ID, "test profiler")
+    try:
+        assert profiling()
+        outer = Stack(noop, noop).compose("model", terminal, checked=False)
+        agent.run_sync("hi")
+    finally:
+        monitoring.free_tool_id(monitoring.PROFILER_ID)
+    assert outer.__code__ is outer.__defaults__[0].__code__ is noop.__code__  # type: ignore[attr-defined]
+    assert agent._chains is not before and not profiling()
 
 
 def test_an_agent_that_ran_before_cprofile_started_rebuilds_its_chains_so_every_layer_call_is_counted() -> None:
