@@ -40,8 +40,8 @@ class RedisStore(StateLoader, SessionOpener):
     client reconnects by itself once Redis is back. Each event loop uses at most
     `max_connections` connections (more concurrent calls wait for one, up
     to `timeout` seconds). `client` (a
-    `redis.asyncio.Redis`) replaces the one built from `url`; each event
-    loop otherwise gets its own. Close with `await store.aclose()`.
+    `redis.asyncio.Redis`, with no `retry`) replaces the one built from
+    `url`; each event loop otherwise gets its own. Close with `await store.aclose()`.
     """
 
     def __init__(
