@@ -22,6 +22,28 @@ def answers(n: int, usage: Usage | None = None) -> list[ModelResponse | str]:
     return [ModelResponse(Message.assistant("ok"), usage) for _ in range(n)]
 
 
+class NeverEndingSleep:
+    """A sleep that never ends by itself (a call waiting on it goes only if woken); `slept`: the seconds asked."""
+
+    def __init__(self) -> None:
+        self.slept: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        await asyncio.Event().wait()
+
+
+def held_until(release: asyncio.Event) -> FunctionModel:
+    """A model answering "ok" with 20 tokens of usage; to the input "a" only once `release` is set."""
+
+    async def model(call: ModelCall) -> ModelResponse:
+        if call.messages[-1].text == "a":
+            await release.wait()
+        return ModelResponse(Message.assistant("ok"), Usage(10, 10, 1))
+
+    return FunctionModel(model)
+
+
 def limited(fake_time: FakeTime, **options: Any) -> rate_limit:
     """A `rate_limit` that waits on `fake_time`."""
     return rate_limit(store=MemoryRateStore(clock=fake_time.clock), sleep=fake_time.sleep, **options)
@@ -224,31 +246,19 @@ async def test_a_call_waiting_for_tokens_goes_as_soon_as_another_call_gives_its_
     The wait here never ends by itself (a sleep on an event nobody sets), so
     B only goes if A's refund wakes it.
     """
-    release, slept = asyncio.Event(), []
-
-    async def never_ending_sleep(seconds: float) -> None:
-        slept.append(seconds)
-        await asyncio.Event().wait()
-
-    async def model(call: ModelCall) -> ModelResponse:
-        if call.messages[-1].text == "a":
-            await release.wait()
-        return ModelResponse(Message.assistant("ok"), Usage(10, 10, 1))
-
-    limiter = rate_limit(
-        tpm=100, estimate=lambda call: 60, store=MemoryRateStore(clock=lambda: 0.0), sleep=never_ending_sleep
-    )
-    agent = Agent(FunctionModel(model)).use(limiter)
+    release, sleep = asyncio.Event(), NeverEndingSleep()
+    limiter = rate_limit(tpm=100, estimate=lambda call: 60, store=MemoryRateStore(clock=lambda: 0.0), sleep=sleep)
+    agent = Agent(held_until(release)).use(limiter)
     first = asyncio.create_task(agent.run("a"))
     second = asyncio.create_task(agent.run("b"))
-    while not slept:
+    while not sleep.slept:
         await asyncio.sleep(0)
     assert not second.done()
     release.set()
     async with asyncio.timeout(10):
         results = await asyncio.gather(first, second)
     assert [r.output for r in results] == ["ok", "ok"]
-    assert slept == [pytest.approx(12.0)]  # B was told to wait 12 s of the minute, and went when A gave 40 back
+    assert sleep.slept == [pytest.approx(12.0)]  # B was told to wait 12 s of the minute, and went when A gave 40 back
 
 
 async def test_calls_that_waited_under_many_keys_leave_no_waiting_list_behind() -> None:
@@ -286,7 +296,7 @@ async def test_a_layer_keyed_per_user_keeps_nothing_for_users_it_no_longer_limit
 async def test_a_refund_landing_while_a_call_first_asks_the_store_is_not_missed() -> None:
     """tpm=100, estimates of 60: B asks a slow store (a shared one is a round trip away) while A holds 60; A gives
     40 back before B's answer (wait 12 s) arrives, and B goes at once instead of waiting for nothing."""
-    release, asked, refunded, slept = asyncio.Event(), asyncio.Event(), asyncio.Event(), []
+    release, asked, refunded, sleep = asyncio.Event(), asyncio.Event(), asyncio.Event(), NeverEndingSleep()
 
     class RoundTripAway(MemoryRateStore):
         async def acquire(self, key: str, tokens: int, *, rpm: float | None, tpm: float | None, window: float) -> float:
@@ -300,23 +310,12 @@ async def test_a_refund_landing_while_a_call_first_asks_the_store_is_not_missed(
             await super().reconcile(key, reserved, used, refund_request=refund_request)
             refunded.set()
 
-    async def never_ending_sleep(seconds: float) -> None:
-        slept.append(seconds)
-        await asyncio.Event().wait()
-
-    async def model(call: ModelCall) -> ModelResponse:
-        if call.messages[-1].text == "a":
-            await release.wait()
-        return ModelResponse(Message.assistant("ok"), Usage(10, 10, 1))
-
     store = RoundTripAway(clock=lambda: 0.0)
-    agent = Agent(FunctionModel(model)).use(
-        rate_limit(tpm=100, estimate=lambda call: 60, store=store, sleep=never_ending_sleep)
-    )
+    agent = Agent(held_until(release)).use(rate_limit(tpm=100, estimate=lambda call: 60, store=store, sleep=sleep))
     first = asyncio.create_task(agent.run("a"))
     second = asyncio.create_task(agent.run("b"))
     await asyncio.wait_for(asked.wait(), 10)
     release.set()
     async with asyncio.timeout(10):
         results = await asyncio.gather(first, second)
-    assert [r.output for r in results] == ["ok", "ok"] and slept == []
+    assert [r.output for r in results] == ["ok", "ok"] and sleep.slept == []

@@ -324,6 +324,25 @@ async def test_a_call_cancelled_while_its_batch_is_written_leaves_the_write_to_t
     assert [e.get("id") for e in entries(store, "r")] == [None, "a", "b"]
 
 
+class Hang:
+    """A tool `hang` that waits for ever: `started` is set once it runs, `cancelled` once it is cancelled."""
+
+    def __init__(self) -> None:
+        self.started, self.cancelled = asyncio.Event(), asyncio.Event()
+
+        @tool
+        async def hang() -> str:
+            self.started.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.cancelled.set()
+                raise
+            return "never"
+
+        self.tool = hang
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "redis"])
 async def test_a_worker_that_finds_its_lease_taken_over_cancels_its_tools_and_raises_lease_lost(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -338,29 +357,18 @@ async def test_a_worker_that_finds_its_lease_taken_over_cancels_its_tools_and_ra
         store_b: Any = RedisStore(url, namespace=namespace, clock=ahead)
     else:
         store_a, store_b = SQLiteStore(tmp_path / "r.db"), SQLiteStore(tmp_path / "r.db", clock=ahead)
-    started, cancelled = asyncio.Event(), asyncio.Event()
-
-    @tool
-    async def hang() -> str:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-        return "never"
-
+    hang = Hang()
     model_a = ScriptedModel([[call("hang")], "A's answer"])
-    running = asyncio.create_task(Agent(model_a, tools=[hang], store=store_a, lease=0.3).run("go"))
-    await started.wait()
+    running = asyncio.create_task(Agent(model_a, tools=[hang.tool], store=store_a, lease=0.3).run("go"))
+    await hang.started.wait()
     (record,) = await store_a.runs()
-    taken = await Agent(ScriptedModel(["B's answer"]), tools=[hang], store=store_b).recover(record.run_id)
+    taken = await Agent(ScriptedModel(["B's answer"]), tools=[hang.tool], store=store_b).recover(record.run_id)
     assert taken.output == "B's answer" and "hang was interrupted" in taken.messages[-2].text
     written = await store_b.journal(record.run_id)
     with pytest.raises(LeaseLost, match="lost run") as lost:
         await asyncio.wait_for(running, 10)
     assert lost.value.run_id == record.run_id and lost.value.session is None
-    assert cancelled.is_set() and len(model_a.requests) == 1
+    assert hang.cancelled.is_set() and len(model_a.requests) == 1
     assert await store_a.journal(record.run_id) == written
     assert [json.loads(e)["k"] for e in written] == ["start", "model", "tool", "result", "model"]
     assert (await store_a.run_record(record.run_id)).status == "completed"  # type: ignore[union-attr]
@@ -379,25 +387,14 @@ async def test_a_run_deleted_while_it_runs_is_stopped_at_its_next_renewal(
         store: Any = RedisStore(request.getfixturevalue("redis_url"), namespace=f"t{uuid.uuid4().hex[:12]}")
     else:
         store = MemoryStore() if backend == "memory" else SQLiteStore(tmp_path / "r.db")
-    started, cancelled = asyncio.Event(), asyncio.Event()
-
-    @tool
-    async def hang() -> str:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-        return "never"
-
+    hang = Hang()
     model = ScriptedModel([[call("hang")], "answer"])
-    running = asyncio.create_task(Agent(model, tools=[hang], store=store, lease=0.3).run("go"))
-    await started.wait()
+    running = asyncio.create_task(Agent(model, tools=[hang.tool], store=store, lease=0.3).run("go"))
+    await hang.started.wait()
     (record,) = await store.runs()
     await store.delete_run(record.run_id)
     with pytest.raises(RunNotFound, match="deleted from the store while it ran"):
         await asyncio.wait_for(running, 10)
-    assert cancelled.is_set() and len(model.requests) == 1
+    assert hang.cancelled.is_set() and len(model.requests) == 1
     assert "renewing its lease failed" not in caplog.text
     await store.aclose()
