@@ -100,7 +100,7 @@ class rate_limit:
         except BaseException as error:
             if isinstance(error, RateLimitedError) and error.retry_after:
                 await self.store.pause(key, error.retry_after)
-            if reserved:
+            if self.tpm:  # every reservation under a tpm is reconciled, so the store knows none is open
                 await self._give_back(key, reserved, 0)
             raise
         if response.cached:

@@ -18,6 +18,7 @@ class Bucket:
     updated: float = 0.0
     paused_until: float = 0.0
     limits: tuple[float | None, float | None, float] = (None, None, 60.0)  # rpm, tpm, window of the last take
+    held: int = 0  # reservations under a tpm not reconciled yet: their calls' real usage is still to be charged
 
     def take(self, now: float, tokens: int, rpm: float | None, tpm: float | None, window: float) -> float:
         """Reserve one request and `tokens` tokens (returns 0), or nothing (returns the seconds to wait)."""
@@ -35,21 +36,25 @@ class Bucket:
             return wait
         self.requests -= 1
         self.tokens -= tokens
+        self.held += bool(tpm)
         return 0.0
 
     def give_back(self, reserved: int, used: int, refund_request: bool) -> None:
         self.tokens += reserved - used
         self.requests += refund_request
+        self.held = max(0, self.held - 1)
 
     def pause(self, now: float, seconds: float) -> None:
         self.paused_until = max(self.paused_until, now + seconds)
 
     def full(self, now: float) -> bool:
-        """Whether the bucket has refilled and is not paused: then it is the same as a new one."""
+        """Whether the bucket has refilled, is not paused and waits for no call's usage: then it is the same as a
+        new one."""
         rpm, tpm, window = self.limits
         elapsed = max(0.0, now - self.updated)
         return (
-            self.paused_until <= now
+            not self.held
+            and self.paused_until <= now
             and (not rpm or self.requests + elapsed * rpm / window >= max(rpm, 1.0))
             and (not tpm or self.tokens + elapsed * tpm / window >= tpm)
         )

@@ -319,3 +319,18 @@ async def test_a_refund_landing_while_a_call_first_asks_the_store_is_not_missed(
     async with asyncio.timeout(10):
         results = await asyncio.gather(first, second)
     assert [r.output for r in results] == ["ok", "ok"] and sleep.slept == []
+
+
+async def test_a_bucket_refilled_while_its_call_runs_is_not_swept_and_the_call_s_real_usage_is_charged() -> None:
+    """tpm=1000: "a" reserves 10 tokens, its bucket refills within a second while the call still runs, then 1,024
+    new keys make the store sweep. The call comes back having used 1,000 tokens: that is charged, so the next 500
+    wait. (The sweep dropped the refilled bucket with its call in flight, the charge was lost and the next call went
+    at once, over the limit.)"""
+    fake_time = FakeTime()
+    store = MemoryRateStore(clock=fake_time.clock)
+    assert await store.acquire("a", 10, rpm=None, tpm=1000, window=60) == 0
+    fake_time.now += 1.0
+    for n in range(1025):
+        await store.acquire(f"user {n}", 0, rpm=1, tpm=None, window=60)
+    await store.reconcile("a", 10, 1000)
+    assert await store.acquire("a", 500, rpm=None, tpm=1000, window=60) == pytest.approx(29.0)
