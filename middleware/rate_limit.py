@@ -116,7 +116,9 @@ class rate_limit:
         `epoch`, when the first answer was asked for, as it may have been this
         key's (the refund count is kept only while calls wait)."""
         refunds = self._refunds.tally(key)
-        seen = refunds.count if self._refunds.epoch == epoch else -1
+        seen = refunds.count  # read before `epoch`: a refund from another thread between the two is then not missed
+        if self._refunds.epoch != epoch:
+            seen = -1
         while True:
             if not self.wait:
                 raise RateLimitExceeded(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from middleware import rate_limit
-from middleware.rate_limit import MemoryRateStore, RateLimitExceeded, estimate_tokens
+from middleware.rate_limit import MemoryRateStore, RateLimitExceeded, Refunds, estimate_tokens
 from onion import Agent, Message, ModelCall, ModelResponse, OnionError, Run, ToolRequest, Usage, tool
 from onion.errors import RateLimitedError
 from onion.testing import FakeTime, FunctionModel, ScriptedModel
@@ -334,3 +334,40 @@ async def test_a_bucket_refilled_while_its_call_runs_is_not_swept_and_the_call_s
         await store.acquire(f"user {n}", 0, rpm=1, tpm=None, window=60)
     await store.reconcile("a", 10, 1000)
     assert await store.acquire("a", 500, rpm=None, tpm=1000, window=60) == pytest.approx(29.0)
+
+
+async def test_a_refund_from_another_thread_just_after_a_waiting_call_checks_for_refunds_still_wakes_it() -> None:
+    """tpm=100: A holds 100, B finds no room. A refund (from a call in another thread) lands just as B checks
+    whether any came since its first ask: B still goes at once. (B read the refund count after checking, so counted
+    that refund as seen, and slept its whole wait.)"""
+    slept: list[float] = []
+
+    async def never_ending_sleep(seconds: float) -> None:
+        slept.append(seconds)
+        await asyncio.Event().wait()
+
+    store = MemoryRateStore(clock=lambda: 0.0)
+    layer = rate_limit(tpm=100, estimate=lambda call: 100, key=lambda call: "m", store=store, sleep=never_ending_sleep)
+
+    class RefundAfterSecondCheck(Refunds):
+        reads = 0
+
+        @property  # type: ignore[override]
+        def epoch(self) -> int:
+            self.reads += 1
+            value = self._epoch
+            if self.reads == 2:  # B's check: the other thread's call refunds A's tokens right after it
+                store._buckets["m"].give_back(100, 0, False)
+                self.wake("m")
+            return value
+
+        @epoch.setter
+        def epoch(self, value: int) -> None:
+            self._epoch = value
+
+    layer._refunds = RefundAfterSecondCheck()
+    assert await store.acquire("m", 100, rpm=None, tpm=100, window=60) == 0  # A
+    agent = Agent(ScriptedModel(["ok"])).use(layer)
+    async with asyncio.timeout(10):
+        assert (await agent.run("b")).output == "ok"
+    assert slept == []
