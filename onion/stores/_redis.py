@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import uuid
 import weakref
 from collections import deque
@@ -67,6 +68,7 @@ class RedisStore(StateLoader, SessionOpener):
         self._scripts: dict[str, str] = {}
         self._reservations: dict[str, deque[tuple[str, int, float]]] = {}  # member, tokens, leaves the window
         self._sweep_at = 1024  # keys with reservations held
+        self._reservations_lock = threading.Lock()  # the store may serve several threads, each with its own loop
         self._failing: set[str] = set()
 
     # -- plumbing --------------------------------------------------------------
@@ -336,11 +338,12 @@ class RedisStore(StateLoader, SessionOpener):
         self._works("rate_limit")
         if float(wait) > 0:
             return float(wait)
-        if key not in self._reservations and len(self._reservations) >= self._sweep_at:
-            self._sweep(float(now))
-        reservations = self._reservations.setdefault(key, deque())
-        _drop_expired(reservations, float(now))
-        reservations.append((f"{member}:{tokens}", tokens, float(now) + window))
+        with self._reservations_lock:
+            if key not in self._reservations and len(self._reservations) >= self._sweep_at:
+                self._sweep(float(now))
+            reservations = self._reservations.setdefault(key, deque())
+            _drop_expired(reservations, float(now))
+            reservations.append((f"{member}:{tokens}", tokens, float(now) + window))
         return 0.0
 
     def _sweep(self, now: float) -> None:
@@ -353,13 +356,14 @@ class RedisStore(StateLoader, SessionOpener):
 
     async def reconcile(self, key: str, reserved: int, used: int, *, refund_request: bool = False) -> None:
         """Correct this process's oldest open reservation of `reserved` tokens for `key` (logged, never raised)."""
-        reservations = self._reservations.get(key, deque())
-        found = next((entry for entry in reservations if entry[1] == reserved), None)
-        if found is None:
-            return
-        reservations.remove(found)
-        if not reservations:
-            del self._reservations[key]
+        with self._reservations_lock:
+            reservations = self._reservations.get(key, deque())
+            found = next((entry for entry in reservations if entry[1] == reserved), None)
+            if found is None:
+                return
+            reservations.remove(found)
+            if not reservations:
+                del self._reservations[key]
         args = [self._now(), found[0], used, "1" if refund_request else "0"]
         try:
             await self._script("RECONCILE", self._rate_keys(key), args, f"correcting rate limit {key!r}")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import uuid
+from typing import Any
 
 import pytest
 
@@ -12,6 +14,7 @@ from middleware import cache, concurrency, rate_limit
 from onion import Agent, tool
 from onion.errors import RunBusy, StoreUnavailable
 from onion.stores import RedisStore
+from onion.stores import _redis as redis_module
 from onion.testing import RedisServer, ScriptedModel, call
 
 
@@ -296,3 +299,43 @@ async def test_commands_sent_together_share_one_round_trip_and_each_caller_gets_
         assert outcomes[:50] == [f"v{n}" for n in range(50)]
         assert isinstance(outcomes[50], StoreUnavailable) and "WRONGTYPE" in str(outcomes[50])
         assert cancelled.cancelled() and await store.get("never") is None
+
+
+async def test_a_correction_from_another_thread_during_a_sweep_is_applied_and_fails_neither_call(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One store serves two threads, each with its own event loop. While this thread's reservation sweeps the
+    records of open reservations, the other thread corrects "a"'s only one: both calls succeed and nothing is left
+    for "a". (Both deleted "a"'s emptied record and the sweep failed with KeyError.)"""
+    now = [0.0]
+    async with RedisStore(redis_url, namespace=namespace(), clock=lambda: now[0]) as store:
+        assert await store.acquire("a", 10, rpm=None, tpm=100, window=60) == 0
+        for n in range(1023):
+            await store.acquire(f"user {n}", 0, rpm=1, tpm=None, window=60)
+        swept, errors = store._reservations["a"], []
+
+        async def correct() -> None:
+            try:
+                await store.reconcile("a", 10, 5)
+            finally:
+                await store._client().aclose()
+
+        def correct_in_another_thread() -> None:
+            try:
+                asyncio.run(correct())
+            except BaseException as error:
+                errors.append(error)
+
+        other = threading.Thread(target=correct_in_another_thread)
+        drop_expired = redis_module._drop_expired
+
+        def correction_during_the_sweep(reservations: Any, at: float) -> bool:
+            if reservations is swept and not other.is_alive() and other.ident is None:
+                other.start()
+                other.join(0.5)  # the other thread's correction goes now, or once the sweep is done
+            return drop_expired(reservations, at)
+
+        monkeypatch.setattr(redis_module, "_drop_expired", correction_during_the_sweep)
+        assert await store.acquire("new", 0, rpm=1, tpm=None, window=60) == 0
+        other.join()
+        assert errors == [] and "a" not in store._reservations
