@@ -67,8 +67,9 @@ class MemoryRateStore:
     worth (so a full minute's requests may go at once, as providers allow).
     One store may serve several threads, each with its own event loop: every
     operation reads `clock` and changes its bucket under one lock. A clock
-    that steps back refills nothing. Buckets that have refilled are dropped
-    now and then, so keys used once (one per user, say) do not pile up.
+    that steps back refills nothing. Buckets that have refilled, with no call
+    in flight, are dropped now and then, so keys used once (one per user,
+    say) do not pile up.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
