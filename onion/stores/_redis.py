@@ -41,7 +41,8 @@ class RedisStore(StateLoader, SessionOpener):
     client reconnects by itself once Redis is back. Each event loop uses at most
     `max_connections` connections (more concurrent calls wait for one, up
     to `timeout` seconds). `client` (a
-    `redis.asyncio.Redis`, with no `retry`) replaces the one built from
+    `redis.asyncio.Redis` built with `retry=Retry(NoBackoff(), 0)`, as
+    `Redis(host=...)` retries by default) replaces the one built from
     `url`; each event loop otherwise gets its own. Close with `await store.aclose()`.
     """
 
