@@ -371,3 +371,22 @@ async def test_a_refund_from_another_thread_just_after_a_waiting_call_checks_for
     async with asyncio.timeout(10):
         assert (await agent.run("b")).output == "ok"
     assert slept == []
+
+
+async def test_a_key_whose_calls_failed_with_nothing_reserved_is_still_swept_once_refilled() -> None:
+    """tpm=1000 and an estimate of 0: 1,100 users each make one call that fails. Each reservation is reconciled all
+    the same, so the store sees no call in flight and sweeps the refilled buckets. (Unreconciled, each bucket would
+    wait for ever for its call's usage.)"""
+    fake_time = FakeTime()
+    store = MemoryRateStore(clock=fake_time.clock)
+
+    async def failing(call: ModelCall) -> ModelResponse:
+        raise OnionError("down")
+
+    agent = Agent(FunctionModel(failing)).use(
+        rate_limit(tpm=1000, estimate=lambda call: 0, key=lambda call: call.messages[-1].text, store=store)
+    )
+    for n in range(1100):
+        with pytest.raises(OnionError, match="down"):
+            await agent.run(f"user {n}")
+    assert len(store._buckets) < 1024
