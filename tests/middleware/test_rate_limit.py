@@ -340,14 +340,8 @@ async def test_a_refund_from_another_thread_just_after_a_waiting_call_checks_for
     """tpm=100: A holds 100, B finds no room. A refund (from a call in another thread) lands just as B checks
     whether any came since its first ask: B still goes at once. (B read the refund count after checking, so counted
     that refund as seen, and slept its whole wait.)"""
-    slept: list[float] = []
-
-    async def never_ending_sleep(seconds: float) -> None:
-        slept.append(seconds)
-        await asyncio.Event().wait()
-
-    store = MemoryRateStore(clock=lambda: 0.0)
-    layer = rate_limit(tpm=100, estimate=lambda call: 100, key=lambda call: "m", store=store, sleep=never_ending_sleep)
+    store, sleep = MemoryRateStore(clock=lambda: 0.0), NeverEndingSleep()
+    layer = rate_limit(tpm=100, estimate=lambda call: 100, key=lambda call: "m", store=store, sleep=sleep)
 
     class RefundAfterSecondCheck(Refunds):
         reads = 0
@@ -370,7 +364,7 @@ async def test_a_refund_from_another_thread_just_after_a_waiting_call_checks_for
     agent = Agent(ScriptedModel(["ok"])).use(layer)
     async with asyncio.timeout(10):
         assert (await agent.run("b")).output == "ok"
-    assert slept == []
+    assert sleep.slept == []
 
 
 async def test_a_key_whose_calls_failed_with_nothing_reserved_is_still_swept_once_refilled() -> None:
