@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from onion import Handler, ModelCall, ModelResponse
@@ -115,20 +114,20 @@ class rate_limit:
         A refund under `key` ends each wait early; so does any refund since
         `epoch`, when the first answer was asked for, as it may have been this
         key's (the refund count is kept only while calls wait)."""
-        refunds = self._refunds.tally(key)
-        seen = refunds.count  # read before `epoch`: a refund from another thread between the two is then not missed
-        if self._refunds.epoch != epoch:
-            seen = -1
-        while True:
-            if not self.wait:
-                raise RateLimitExceeded(
-                    f"rate limit for {key} reached; retry in {delay:.3f}s", key=key, retry_after=delay
-                )
-            waited(await self._pause(key, delay, refunds, seen))
-            seen = refunds.count
-            delay = await self.store.acquire(key, reserved, rpm=self.rpm, tpm=self.tpm, window=self.window)
-            if delay <= 0:
-                return
+        with self._refunds.tally(key) as refunds:
+            seen = refunds.count  # read before `epoch`: a refund from another thread between the two is not missed
+            if self._refunds.epoch != epoch:
+                seen = -1
+            while True:
+                if not self.wait:
+                    raise RateLimitExceeded(
+                        f"rate limit for {key} reached; retry in {delay:.3f}s", key=key, retry_after=delay
+                    )
+                waited(await self._pause(key, delay, refunds, seen))
+                seen = refunds.count
+                delay = await self.store.acquire(key, reserved, rpm=self.rpm, tpm=self.tpm, window=self.window)
+                if delay <= 0:
+                    return
 
     async def _pause(self, key: str, delay: float, refunds: Tally, seen: int) -> float:
         """Wait `delay` seconds, or less when a call of this layer gives `key` tokens back (or gave some since
@@ -157,12 +156,12 @@ class rate_limit:
 
 
 class Tally:
-    """How many refunds one key has had: counted while a call of that key holds it (then no refund is missed)."""
+    """How many refunds one key has had: counted while calls of that key wait (`holders` of them)."""
 
-    __slots__ = ("__weakref__", "count")
+    __slots__ = ("count", "holders")
 
     def __init__(self) -> None:
-        self.count = 0
+        self.count = self.holders = 0
 
 
 class Refunds:
@@ -178,16 +177,24 @@ class Refunds:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiting: dict[str, list[asyncio.Future[None]]] = {}
-        self._tallies: weakref.WeakValueDictionary[str, Tally] = weakref.WeakValueDictionary()
+        self._tallies: dict[str, Tally] = {}
         self.epoch = 0  # refunds of every key
 
-    def tally(self, key: str) -> Tally:
-        """`key`'s refund count, kept up to date while the caller holds it."""
+    @contextlib.contextmanager
+    def tally(self, key: str) -> Iterator[Tally]:
+        """`key`'s refund count, kept up to date while inside (dropped when no call of `key` holds it)."""
         with self._lock:
             tally = self._tallies.get(key)
             if tally is None:
                 tally = self._tallies[key] = Tally()
-            return tally
+            tally.holders += 1
+        try:
+            yield tally
+        finally:
+            with self._lock:
+                tally.holders -= 1
+                if not tally.holders:
+                    del self._tallies[key]
 
     def waiter(self, key: str, tally: Tally, seen: int) -> asyncio.Future[None]:
         """A future set by the next refund of `key`; set already if `tally` counted refunds since `seen`."""
