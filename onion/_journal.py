@@ -276,20 +276,22 @@ class Journal:
         try:
             await self.store.renew_run(self.run_id, self.owner, self.lease)
         except RunBusy:
-            return self._stop(
+            self._stop(
                 LeaseLost(
                     f"this worker lost run {self.run_id!r}: its lease lapsed and another worker took it over; "
                     "the run was stopped here (its model call and tools cancelled), the other worker goes on with it",
                     run_id=self.run_id,
                 )
             )
+            return
         except RunNotFound:  # nothing more of it can be recorded
-            return self._stop(
+            self._stop(
                 RunNotFound(
                     f"run {self.run_id!r} was deleted from the store while it ran; "
                     "it was stopped here (its model call and tools cancelled)"
                 )
             )
+            return
         except Exception as error:  # a store blip must not let the lease lapse while the run goes on
             logger.warning("run %s: renewing its lease failed (%s); trying again", self.run_id, error)
         self._renewing = None
