@@ -6,6 +6,9 @@ from collections.abc import Callable
 
 from onion import Message, Part, ToolRequest
 
+_Entry = tuple[Message, str, list[ToolRequest], list[Part] | None, Message]
+"""A message, the parts an edit in place would reassign (text, tool calls, content), and its rewrite."""
+
 
 class MessageMemo:
     """A layer's rewrites of one run's messages (`redact`, `pseudonymize`), each computed once.
@@ -19,7 +22,7 @@ class MessageMemo:
     __slots__ = ("_seen",)
 
     def __init__(self) -> None:
-        self._seen: dict[int, tuple[Message, str, list[ToolRequest], list[Part] | None, Message]] = {}
+        self._seen: dict[int, _Entry] = {}
 
     def rewrite(self, messages: list[Message], rewrite: Callable[[Message], Message]) -> None:
         """Replace each of `messages`, in place, by `rewrite(message)`, remembered from earlier calls."""
@@ -34,14 +37,13 @@ class MessageMemo:
                 or seen[3] is not message.content
             ):
                 rewritten = rewrite(message)
-                seen = memo[id(message)] = (message, message.text, message.tool_calls, message.content, rewritten)
+                seen = memo[id(message)] = _entry(message, rewritten)
                 if rewritten is not message:
-                    memo[id(rewritten)] = (
-                        rewritten,
-                        rewritten.text,
-                        rewritten.tool_calls,
-                        rewritten.content,
-                        rewritten,
-                    )
+                    memo[id(rewritten)] = _entry(rewritten, rewritten)
             if seen[4] is not message:
                 messages[index] = seen[4]
+
+
+def _entry(message: Message, rewritten: Message) -> _Entry:
+    """What the memo keeps for `message` rewritten as `rewritten`."""
+    return (message, message.text, message.tool_calls, message.content, rewritten)

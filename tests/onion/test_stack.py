@@ -420,10 +420,21 @@ async def test_changing_one_stack_rebuilds_only_the_agents_that_use_it() -> None
     assert user._chains is not user_chains and other._chains is other_chains
 
 
-def test_every_layer_call_is_visible_to_cprofile() -> None:
-    """Profilers key functions by file, line and name: each of a layer's calls is counted once, however bound."""
+def profiled_calls(agent: Agent[Any], *, runs: int) -> dict[str, int]:
+    """How many calls cProfile counted for each function name over `runs` runs of `agent`."""
     import cProfile
     import pstats
+
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(runs):
+        asyncio.run(agent.run("go"))
+    profile.disable()
+    return {name: stats[1] for (_, _, name), stats in pstats.Stats(profile).stats.items()}  # type: ignore[attr-defined]
+
+
+def test_every_layer_call_is_visible_to_cprofile() -> None:
+    """Profilers key functions by file, line and name: each of a layer's calls is counted once, however bound."""
 
     async def plain(ctx, call_next):  # type: ignore[no-untyped-def]
         return await call_next(ctx)
@@ -432,12 +443,7 @@ def test_every_layer_call_is_visible_to_cprofile() -> None:
         return await call_next(ctx)
 
     agent = Agent(ScriptedModel([[call("add", a=1, b=2)] * 3, "done"] * 4), tools=[add], middleware=[plain, annotated])
-    profile = cProfile.Profile()
-    profile.enable()
-    for _ in range(4):
-        asyncio.run(agent.run("go"))
-    profile.disable()
-    counts = {name: stats[1] for (_, _, name), stats in pstats.Stats(profile).stats.items()}  # type: ignore[attr-defined]
+    counts = profiled_calls(agent, runs=4)
     # 4 runs x (1 run + 2 model + 1 batch + 3 tool calls) = 28 calls of `plain`, 12 tool calls of `annotated`.
     # cProfile counts a coroutine once per resumption (a tool call waiting on its thread may add one on 3.13): `plain`
     # counts as `annotated` over the tool calls, plus its 16 other calls. A profile keeping one copy of it counts less.
@@ -506,8 +512,6 @@ def test_a_profiler_registered_with_sys_monitoring_is_seen_as_cprofile_is_from_p
 
 def test_an_agent_that_ran_before_cprofile_started_rebuilds_its_chains_so_every_layer_call_is_counted() -> None:
     """Chains built without a profiler are built again once one is on, sharing the user's code objects."""
-    import cProfile
-    import pstats
 
     async def plain(ctx: ToolCall, call_next: Any) -> Any:
         return await call_next(ctx)
@@ -518,10 +522,5 @@ def test_an_agent_that_ran_before_cprofile_started_rebuilds_its_chains_so_every_
     script = [[call("add", a=1, b=2)] * 3, "done"] * 3
     agent = Agent(ScriptedModel(script), tools=[add], middleware=[plain, once, plain])
     asyncio.run(agent.run("go"))
-    profile = cProfile.Profile()
-    profile.enable()
-    for _ in range(2):
-        asyncio.run(agent.run("go"))
-    profile.disable()
-    counts = {name: stats[1] for (_, _, name), stats in pstats.Stats(profile).stats.items()}  # type: ignore[attr-defined]
+    counts = profiled_calls(agent, runs=2)
     assert counts["once"] >= 6 and counts["plain"] == 2 * counts["once"]  # at two depths, 6 tool calls
