@@ -10,6 +10,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from ..errors import RunBusy, StoreUnavailable
 from . import _redis_scripts as scripts
@@ -515,10 +516,19 @@ def _record(run_id: str, fields: Any) -> RunRecord:
 
 
 def _safe_url(url: str) -> str:
-    """`url` without its password."""
-    scheme, sep, rest = url.partition("://")
-    if "@" not in rest:
-        return url
-    credentials, _, host = rest.rpartition("@")
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}{sep}{user + ':***@' if user else '***@'}{host}"
+    """`url` with its passwords (user:password@, ?password=, ?ssl_password=) shown as ***."""
+    parts = urlsplit(url)
+    credentials, at, host = parts.netloc.rpartition("@")
+    user, colon, _ = credentials.partition(":")
+    netloc = f"{user}:***@{host}" if user and colon else f"***@{host}" if at and colon else parts.netloc
+    query = "&".join(_hidden(pair) for pair in parts.query.split("&"))
+    return (
+        f"{parts.scheme}://{netloc}{parts.path}"
+        + (f"?{query}" if parts.query else "")
+        + (f"#{parts.fragment}" if parts.fragment else "")
+    )
+
+
+def _hidden(pair: str) -> str:
+    name, equals, _ = pair.partition("=")
+    return f"{name}=***" if equals and "password" in unquote(name).lower() else pair
