@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, ov
 
 import pydantic
 
+from ._boundary import BOUNDARY
 from ._calls import ModelCall, ModelResponse, OutputT, Run, RunResult, ToolBatch, ToolCall, ToolResult
 from ._copies import own_copy, own_message
 from ._durable import OnSession, finish_recovered_batch, rejection_text, resume_from_store, run_in_store
@@ -639,14 +640,16 @@ class Agent(Generic[OutputT]):
             raise concurrent_call_next(f"one of {[layer.name for layer in self.stack.layers('model')]}", "model")
         call._entered = True
         try:
-            stream = None if call.run.emit is None else getattr(call.model, "stream", None)
+            boundary = BOUNDARY.get()
+            model = call.model if boundary is None else boundary.model(call)
+            stream = None if call.run.emit is None else getattr(model, "stream", None)
             if stream is not None:
                 response = await self._stream_request(call, stream)
             else:
                 if call.streamed:  # a model that does not stream replaces a partial stream
                     send_out(call, (StreamReset(),), len(call._edits or ()))
                     call.streamed = False
-                response = await call.model.request(call)
+                response = await model.request(call)
         finally:
             call._entered = False
         if not isinstance(response, ModelResponse):
@@ -755,7 +758,11 @@ class Agent(Generic[OutputT]):
         try:
             if call.run.journal is not None:
                 await call.run.journal.started(call)
-            value = await tool.invoke(args, call, self.tool_threads)
+            boundary = BOUNDARY.get()
+            if boundary is None:
+                value = await tool.invoke(args, call, self.tool_threads)
+            else:
+                value = await boundary.tool(call, lambda: tool.invoke(args, call, self.tool_threads))
         finally:
             call._entered = False
         if isinstance(value, ToolResult):  # the tool answered itself (an MCP server's isError result, ...)

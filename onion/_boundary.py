@@ -1,0 +1,32 @@
+"""What may stand in at the innermost points of the model and tool chains: a cassette (`onion.testing.cassette`).
+
+`BOUNDARY` is read once per model call, after every model layer, and once
+per tool call, right before the tool runs; `None` (the default) leaves the
+model and the tools as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ._calls import ModelCall, ToolCall
+    from ._model import Model
+
+
+class Boundary(Protocol):
+    """Records or replays what crosses the model boundary (and, if it chooses, the tool boundary)."""
+
+    def model(self, call: ModelCall) -> Model:
+        """The model to ask for `call`: `call.model` itself, or a stand-in that records or replays its answers."""
+        ...
+
+    async def tool(self, call: ToolCall, invoke: Callable[[], Awaitable[Any]]) -> Any:
+        """What the tool of `call` returns: `await invoke()` (the tool run), or a recorded `ToolResult`."""
+        ...
+
+
+BOUNDARY: ContextVar[Boundary | None] = ContextVar("onion.boundary", default=None)
+"""The boundary in force in this context (set by `onion.testing.cassette`), else None."""
