@@ -1,4 +1,8 @@
-"""`python -m onion runs`: list the runs a store holds, or show one, with secrets redacted."""
+"""`python -m onion runs`: list the runs a store holds, or show one, with secrets redacted.
+
+What is printed comes from the journal (model text, tool results, session
+ids): every control character in it is escaped, so none reaches the terminal.
+"""
 
 from __future__ import annotations
 
@@ -31,14 +35,13 @@ async def list_runs(db: Path, *, limit: int = 100, now: float | None = None) -> 
     rows += [
         (r.run_id, _status(r, now), str(r.pending), _age(now - r.created), r.agent, r.session or "") for r in records
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    cells = [[_printable(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in cells)
 
 
 async def show_run(db: Path, run_id: str, *, now: float | None = None) -> str:
     """One run: its record, its history and its pending (or unfinished) calls, secrets redacted."""
-    from middleware.patterns import scrub
-
     async with _open(db) as store:
         record = await store.run_record(run_id)
         if record is None:
@@ -56,19 +59,20 @@ async def show_run(db: Path, run_id: str, *, now: float | None = None) -> str:
     messages, pending = _history(record, entries)
     lines.append("")
     lines.append(f"history ({len(messages)} messages)")
-    lines += [scrub(_line(index, message)) for index, message in enumerate(messages)]
+    lines += [_line(index, message) for index, message in enumerate(messages)]
     if pending:
         lines.append("")
         lines.append(f"pending calls ({len(pending)})")
-        lines += [scrub(line) for line in pending]
-    return "\n".join(lines)
+        lines += pending
+    return "\n".join(map(_printable, lines))
 
 
 def _history(record: RunRecord, entries: list[str]) -> tuple[list[Message], list[str]]:
-    """The messages, and a line per call still waiting: from the saved state when paused, else the journal."""
+    """The messages, and a line per call still waiting (secrets redacted): from the saved state when paused, else
+    the journal."""
     if record.status == "paused" and record.state:
         state = RunState.from_json(record.state)
-        pending = [f"{c.id}  {c.name}({_args(c.args)})  paused: {c.reason}" for c in state.pending]
+        pending = [f"{c.id}  {c.name}({_args(c.args)})  paused: {_scrubbed(c.reason)}" for c in state.pending]
         return [*state.messages, *state.answered], pending
     if not entries:
         return [], []
@@ -86,7 +90,7 @@ def _history(record: RunRecord, entries: list[str]) -> tuple[list[Message], list
 
 
 def _line(index: int, message: Message) -> str:
-    text = message.text.replace("\n", "\\n")
+    text = _scrubbed(message.text)
     if len(text) > 200:
         text = text[:200] + "…"
     parts = [f"{index:>3} {message.role:<9}"]
@@ -99,7 +103,26 @@ def _line(index: int, message: Message) -> str:
 
 
 def _args(args: dict[str, Any]) -> str:
-    return json.dumps(args, ensure_ascii=False, sort_keys=True)[1:-1]
+    from middleware.patterns import scrub_value
+
+    return json.dumps(scrub_value(args), ensure_ascii=False, sort_keys=True)[1:-1]
+
+
+def _scrubbed(text: str) -> str:
+    """`text` with its secrets hidden; JSON text as data (a value under a secret's name is hidden whole)."""
+    from middleware.patterns import scrub, scrub_value
+
+    if text.startswith(("{", "[")):
+        try:
+            return json.dumps(scrub_value(json.loads(text)), ensure_ascii=False)
+        except ValueError:
+            pass
+    return scrub(text)
+
+
+def _printable(text: str) -> str:
+    """`text` with every character that is not printable (C0 and C1 controls, ESC, DEL, bidi marks) escaped."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _status(record: RunRecord, now: float) -> str:

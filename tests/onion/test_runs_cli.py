@@ -94,3 +94,62 @@ async def test_runs_show_a_paused_runs_pending_calls_with_their_reasons(tmp_path
     assert row[:3] == [paused.run_id, "paused", "1"]
     shown = await show_run(path, paused.run_id)
     assert "pending calls (1)" in shown and "paused: sends mail" in shown and KEY not in shown
+
+
+@tool
+def sign_in(login: dict[str, Any], secrets: list[str]) -> dict[str, Any]:
+    return {
+        "session": {"password": {"value": "hunter3"}},
+        "keys": [{"api_key": "hunter4"}, "fine"],
+        "passwords": ["hunter5"],
+    }
+
+
+async def test_runs_show_hides_secrets_nested_in_arguments_and_results_as_data(tmp_path: Path) -> None:
+    """A value under a secret's name is hidden whole at any depth (dicts, lists), in a call's arguments and in a
+    tool's JSON result; what is not secret still shows."""
+    path = tmp_path / "nested.db"
+    login = {"user": "bob", "password": {"value": "hunter2"}}
+    async with SQLiteStore(path) as store:
+        agent = Agent(
+            ScriptedModel([[call("sign_in", login=login, secrets=["x", "hunter6"])], "done"]),
+            tools=[sign_in],
+            store=store,
+        )
+        run_id = (await agent.run("sign in")).run_id
+    shown = await show_run(path, run_id)
+    assert not any(f"hunter{n}" in shown for n in range(2, 7)), shown
+    assert '"user": "bob"' in shown and "[REDACTED]" in shown and "fine" in shown
+
+
+async def test_runs_show_scrubs_a_key_before_cutting_a_long_line(tmp_path: Path) -> None:
+    """A key that straddles the 200-character cut of a line is hidden, not printed in part."""
+    key = "sk-proj-" + "Ab1" * 16
+    path = tmp_path / "long.db"
+    async with SQLiteStore(path) as store:
+        run_id = (await Agent(ScriptedModel(["ok"]), store=store).run("x" * 184 + " " + key)).run_id
+    shown = await show_run(path, run_id)
+    assert key[:12] not in shown and "x" * 184 + " [REDACTED]" in shown
+
+
+@tool
+def fetch_page() -> str:
+    return "\x1b]52;c;cm0gLXJmIH4=\x07tool\x1b[2K\rstatus   completed\x1b[8mhidden\x1b[0m\x9b31m\x00\x7f\u202eevil"
+
+
+async def test_runs_and_runs_show_escape_every_control_character_from_the_journal(tmp_path: Path) -> None:
+    """Session ids, agent names, model text and tool results reach the terminal with every C0/C1 control
+    (ESC, CR, BEL, NUL, DEL, CSI) escaped as text, so no OSC 52 clipboard write, erased line or hidden text;
+    only the layout's own line breaks remain."""
+    path = tmp_path / "escapes.db"
+    session = "user\x1b]52;c;aGk=\x07-42"
+    async with SQLiteStore(path) as store:
+        agent = Agent(
+            ScriptedModel([[call("fetch_page")], "a\rb\x1b[2Jc"]), tools=[fetch_page], store=store, name="bot\x1b[31m"
+        )
+        run_id = (await agent.run("hi\x1b[8m", session=session)).run_id
+    for printed in (await list_runs(path), await show_run(path, run_id)):
+        assert all(line.isprintable() for line in printed.split("\n")), printed
+        assert "\\x1b]52;c;aGk=\\x07" in printed
+    shown = await show_run(path, run_id)
+    assert "tool\\x1b[2K\\rstatus   completed\\x1b[8mhidden" in shown and "\\x9b31m\\x00\\x7f\\u202eevil" in shown
