@@ -347,7 +347,10 @@ async def test_a_correction_from_another_thread_during_a_sweep_is_applied_and_fa
         ("redis://:hunter2@127.0.0.1:{port}/0", "redis://***@127.0.0.1:{port}/0"),
         ("redis://alice:hunter2@127.0.0.1:{port}/0", "redis://alice:***@127.0.0.1:{port}/0"),
         ("redis://127.0.0.1:{port}/0?password=hunter2", "redis://127.0.0.1:{port}/0?password=***"),
-        ("rediss://127.0.0.1:{port}/0?db=0&ssl_password=hunter2#x", "rediss://127.0.0.1:{port}/0?db=0&ssl_password=***#x"),
+        (
+            "rediss://127.0.0.1:{port}/0?db=0&ssl_password=hunter2#x",
+            "rediss://127.0.0.1:{port}/0?db=0&ssl_password=***#x",
+        ),
         ("unix:///tmp/onion-no-such.sock?db=0&password=hunter2", "unix:///tmp/onion-no-such.sock?db=0&password=***"),
         ("rediss://alice:hunter2@[::1]:{port}/0?password=hunter2", "rediss://alice:***@[::1]:{port}/0?password=***"),
     ],
@@ -362,4 +365,5 @@ async def test_a_redis_password_in_the_url_is_hidden_in_the_repr_and_in_store_un
         assert repr(store) == f"<RedisStore {shown.format(port=port)} namespace='onion'>"
         with pytest.raises(StoreUnavailable) as refused:
             await store.session_messages("s")
-        assert "hunter2" not in str(refused.value) and f"Redis at {shown.format(port=port)} failed" in str(refused.value)
+        message = str(refused.value)
+        assert "hunter2" not in message and f"Redis at {shown.format(port=port)} failed" in message
