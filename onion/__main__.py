@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ._demo import main
 from ._runs_cli import list_runs, show_run
+from .errors import StoreUnavailable
 
 
 def cli() -> None:
@@ -25,10 +26,12 @@ def cli() -> None:
     arguments = parser.parse_args()
     if arguments.command == "demo":
         asyncio.run(main(arguments.model, html=arguments.html))
-    elif arguments.action == "show":
-        print(asyncio.run(show_run(arguments.db, arguments.run_id)))
-    else:
-        print(asyncio.run(list_runs(arguments.db)))
+        return
+    try:
+        shown = show_run(arguments.db, arguments.run_id) if arguments.action == "show" else list_runs(arguments.db)
+        print(asyncio.run(shown))
+    except StoreUnavailable as error:  # a damaged or locked file: the message names it and says what to do
+        raise SystemExit(str(error)) from None
 
 
 if __name__ == "__main__":

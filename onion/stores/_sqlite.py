@@ -10,14 +10,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import RunBusy
+from ..errors import RunBusy, StoreUnavailable
 from ._buckets import Bucket
 from ._load import StateLoader
 from ._protocols import RunRecord, RunStatus, SessionTurn
 from ._refusals import claim_refusal, run_deleted, run_lost, run_not_found, session_lost
 from ._session import SessionOpener
 from ._sqlite_checkpoints import BACKSTOP_PAGES, Checkpoints
-from ._sqlite_thread import SQLiteThread
+from ._sqlite_thread import SQLiteThread, damaged
 
 T = TypeVar("T")
 
@@ -68,13 +68,13 @@ class SQLiteStore(StateLoader, SessionOpener):
     def __init__(self, path: str | Path, *, busy_timeout: float = 10.0, clock: Callable[[], float] = time.time) -> None:
         self.path = str(path)
         self.clock = clock
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=busy_timeout)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
-        self._db.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
-        self._db.executescript(_SCHEMA)
         name = f"SQLiteStore({self.path!r})"
+        try:
+            self._db = _connect(self.path, busy_timeout)
+        except sqlite3.Error as error:
+            raise StoreUnavailable(
+                f"{name}: cannot open it ({type(error).__name__}: {error}){damaged(error)}"
+            ) from error
         self._thread = SQLiteThread(self._db, name, Checkpoints(self.path, name))
         weakref.finalize(self, self._thread.stop_soon)
 
@@ -317,6 +317,21 @@ def _settle(done: asyncio.Future[Any], ok: bool, value: Any) -> None:
         done.set_result(value)
     else:
         done.set_exception(value)
+
+
+def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
+    """A connection to the store's file, its tables created; closed again when the file cannot be used."""
+    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=busy_timeout)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+        db.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
+        db.executescript(_SCHEMA)
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 def _record(db: sqlite3.Connection, run_id: str) -> RunRecord | None:

@@ -134,7 +134,7 @@ class SQLiteThread:
                 try:
                     outcomes[i] = (True, work(self._db))
                 except BaseException as error:
-                    outcomes[i] = (False, self._mapped(error))
+                    outcomes[i] = (False, self._mapped("could not read", error))
         return outcomes
 
     def _commit(self, works: list[Work | None]) -> list[tuple[bool, Any]]:
@@ -156,7 +156,7 @@ class SQLiteThread:
                 if not db.in_transaction:  # SQLite rolled the whole transaction back (a full disk, I/O)
                     return [(False, self._unavailable("the write was rolled back", error)) for _ in works]
                 db.execute("ROLLBACK" if alone else "ROLLBACK TO write")
-                outcomes.append((False, self._mapped(error)))
+                outcomes.append((False, self._mapped("could not write", error)))
                 if alone:
                     return outcomes
             if not alone:
@@ -171,16 +171,27 @@ class SQLiteThread:
             self.checkpoints.committed()
         return outcomes
 
-    def _mapped(self, error: BaseException) -> BaseException:
-        """SQLite failing to do the work (locked, full, read-only) is `StoreUnavailable`; other errors as raised."""
-        if isinstance(error, sqlite3.OperationalError):
-            return self._unavailable("could not write", error)
+    def _mapped(self, doing: str, error: BaseException) -> BaseException:
+        """SQLite failing to do the work (locked, full, read-only, a damaged file) is `StoreUnavailable`; other errors
+        as raised."""
+        if isinstance(error, sqlite3.OperationalError) or damaged(error):
+            return self._unavailable(doing, error)
         return error
 
     def _unavailable(self, doing: str, error: BaseException) -> StoreUnavailable:
-        unavailable = StoreUnavailable(f"{self.name}: {doing} ({type(error).__name__}: {error}); nothing was written")
+        unavailable = StoreUnavailable(
+            f"{self.name}: {doing} ({type(error).__name__}: {error}); nothing was written{damaged(error)}"
+        )
         unavailable.__cause__ = error
         return unavailable
+
+
+def damaged(error: BaseException) -> str:
+    """What to do when `error` says the file is damaged or no SQLite database at all; "" for any other error."""
+    name = getattr(error, "sqlite_errorname", None) or ""
+    if not name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+        return ""
+    return "; the file is not an intact SQLite database: restore it from a backup, or move it away to start afresh"
 
 
 def _settle_all(batch: list[_Item], outcomes: list[tuple[bool, Any]]) -> None:

@@ -153,3 +153,14 @@ async def test_runs_and_runs_show_escape_every_control_character_from_the_journa
         assert "\\x1b]52;c;aGk=\\x07" in printed
     shown = await show_run(path, run_id)
     assert "tool\\x1b[2K\\rstatus   completed\\x1b[8mhidden" in shown and "\\x9b31m\\x00\\x7f\\u202eevil" in shown
+
+
+def test_a_damaged_store_is_named_in_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """`runs --db FILE` on a file that is not an SQLite database exits with the store's message naming the file."""
+    path = tmp_path / "notes.db"
+    path.write_text("not a database\n" * 300)
+    listed = subprocess.run(
+        [sys.executable, "-m", "onion", "runs", "--db", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert listed.returncode == 1 and "Traceback" not in listed.stderr
+    assert f"SQLiteStore('{path}')" in listed.stderr and "not an intact SQLite database" in listed.stderr

@@ -17,7 +17,7 @@ from middleware import cache, rate_limit
 from middleware.cache import MemoryStore as CacheMemoryStore
 from middleware.rate_limit import RateLimitExceeded
 from onion import Agent
-from onion.errors import LeaseLost, RunBusy, RunNotFound
+from onion.errors import LeaseLost, RunBusy, RunNotFound, StoreUnavailable
 from onion.stores import (
     CacheStore,
     MemoryStore,
@@ -386,3 +386,45 @@ async def test_sqlite_store_is_shared_by_two_connections(tmp_path: Path) -> None
         )
         assert sorted(type(c).__name__ for c in claims) == ["RunBusy", "RunRecord"]
         assert await second.journal("r") == ["e"]
+
+
+@pytest.mark.parametrize("content", [b"name,amount\nalice,5\n" * 300, b"SQLite format 3\x00" + b"\xff" * 4000])
+def test_a_file_that_is_not_an_intact_sqlite_database_is_refused_at_open_naming_it(
+    tmp_path: Path, content: bytes
+) -> None:
+    """Opening a CSV file, or an SQLite file whose header is damaged, raises StoreUnavailable naming the file and
+    saying what to do (not a raw sqlite3.DatabaseError); the file is left as it was."""
+    path = tmp_path / "onion.db"
+    path.write_bytes(content)
+    with pytest.raises(StoreUnavailable, match=rf"SQLiteStore\('{path}'\): .*not an intact SQLite database"):
+        SQLiteStore(path)
+    assert path.read_bytes() == content
+
+
+async def test_a_store_whose_file_is_damaged_raises_store_unavailable_naming_it_on_reads_and_writes(
+    tmp_path: Path,
+) -> None:
+    """Pages of the file overwritten while no store had it open: every later read and write (runs, journals,
+    sessions, an agent's run) raises StoreUnavailable naming the file, instead of "database disk image is
+    malformed" as a raw sqlite3.DatabaseError."""
+    path = tmp_path / "onion.db"
+    async with SQLiteStore(path) as store:
+        for i in range(100):
+            await store.start_run(f"r{i}", agent="a", owner="w", lease=30, entries=["x" * 500], session="s")
+            await store.session_append("s", ["m" * 500])
+    with path.open("r+b") as file:
+        file.seek(2 * 4096)
+        file.write(bytes(range(256)) * ((path.stat().st_size - 3 * 4096) // 256))
+    async with SQLiteStore(path) as store:
+        operations = [
+            store.run_record("r5"),
+            store.journal("r90"),
+            store.runs(),
+            store.session_messages("s"),
+            store.start_run("new", agent="a", owner="w", lease=30, entries=["y"]),
+            store.session_append("s", ["m"]),
+            Agent(ScriptedModel(["hi"]), store=store).run("hi", session="s"),
+        ]
+        for outcome in await asyncio.gather(*operations, return_exceptions=True):
+            assert isinstance(outcome, StoreUnavailable), repr(outcome)
+            assert f"SQLiteStore('{path}')" in str(outcome) and "not an intact SQLite database" in str(outcome)
