@@ -52,7 +52,7 @@ class Tool:
     ):
         self.function = function
         self.idempotent = idempotent
-        self.name = name or function.__name__
+        self.name = checked_name(name or function.__name__)
         self.description = description if description is not None else _description(function)
         self.is_async = inspect.iscoroutinefunction(function)
         self._context_parameter, self._model = _arguments_model(function, self.name)
@@ -161,6 +161,26 @@ def render(value: Any) -> str | list[Part]:
         return pydantic_core.to_json(value).decode()
     except pydantic_core.PydanticSerializationError:
         return json.dumps(value, default=str)
+
+
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+"""The tool names both provider APIs take; they answer any other with a 400 that names no tool."""
+_NOT_IN_NAME = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def checked_name(name: str) -> str:
+    """`name`, if the providers take it (`TOOL_NAME`); else a `ValueError` naming it, the rule and a name to use."""
+    if TOOL_NAME.fullmatch(name):
+        return name
+    raise ValueError(
+        f"tool name {name!r} is refused by the model APIs: a tool name must match {TOOL_NAME.pattern} "
+        f"(letters, digits, _ and -, at most 64); pass name={safe_name(name)!r}"
+    )
+
+
+def safe_name(name: str) -> str:
+    """`name` with each character the providers refuse replaced by `_`, cut to 64 characters."""
+    return _NOT_IN_NAME.sub("_", name)[:64] or "tool"
 
 
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")

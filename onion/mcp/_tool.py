@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +12,7 @@ import mcp.types as mcp_types
 
 from .._calls import ToolCall, ToolResult
 from .._content import IMAGE_TYPES, Document, Image, Part
-from .._tools import Tool
+from .._tools import TOOL_NAME, Tool, safe_name
 
 if TYPE_CHECKING:
     from .._threads import ToolThreads
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class MCPTool(Tool):
-    """A tool an MCP server lists, offered to the model as `name` (`prefix` + the server's `remote_name`).
+    """A tool an MCP server lists, offered to the model as `name`: `offered_name(prefix + remote_name)`.
 
     Its parameters are the server's input schema; the server validates the
     arguments. Calling it sends `tools/call` to `server` and answers with
@@ -32,7 +33,7 @@ class MCPTool(Tool):
         self.server = server
         self.remote_name = listed.name
         """The tool's name on the server."""
-        self.name = prefix + listed.name
+        self.name = offered_name(prefix + listed.name)
         self.description = listed.description or listed.title or ""
         self.parameters = {key: value for key, value in listed.input_schema.items() if key != "title"}
         self.idempotent = False
@@ -61,6 +62,21 @@ class MCPTool(Tool):
 
     def __repr__(self) -> str:
         return f"<MCPTool {self.name} of {self.server.describe()}>"
+
+
+def offered_name(name: str) -> str:
+    """`name` as the model APIs take it (`^[a-zA-Z0-9_-]{1,64}$`), the same in every process.
+
+    A name that fits is kept. Otherwise each other character becomes `_`,
+    and a name still over 64 characters keeps its first 57 and `_` with 6 hex
+    digits of its SHA-256, so two long names sharing a beginning stay apart.
+    """
+    if TOOL_NAME.fullmatch(name):
+        return name
+    if len(name) <= 64:
+        return safe_name(name)
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{safe_name(name)[:57]}_{digest[:6]}"
 
 
 def tool_result(result: mcp_types.CallToolResult) -> ToolResult:

@@ -1,4 +1,6 @@
-"""The fake server's view of structured output fields: where each API carries the schema, and what it refuses.
+"""The fake server's view of tool names and structured output fields: where each API carries them, what it refuses.
+
+Tool names must match `^[a-zA-Z0-9_-]{1,64}$` on every API (a 400 otherwise).
 
 Anthropic: `output_config.format`; Chat Completions: `response_format`;
 Responses: `text.format`. A malformed field is answered with a 400, as the
@@ -57,6 +59,24 @@ def format_problem(api: str | None, body: Any) -> str | None:
                 return f"{where}: {path}: 'additionalProperties' must be explicitly set to false for objects"
             if api != "anthropic" and sorted(node.get("required", [])) != sorted(node.get("properties", {})):
                 return f"{where}: {path}: 'required' must list every key in 'properties' (strict mode)"
+    return None
+
+
+def tool_name_problem(api: str | None, body: Any) -> str | None:
+    """Why the real API would refuse a tool name in this request (400), or None."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    if api is None or not isinstance(tools, list):
+        return None
+    for index, offered in enumerate(tools):
+        if not isinstance(offered, dict) or offered.get("type") not in (None, "function", "custom"):
+            continue  # a server tool (web search and the like) has a type and a name of the API's own
+        function = offered.get("function") if api == "chat" else offered
+        name = function.get("name") if isinstance(function, dict) else None
+        where = {"anthropic": f"tools.{index}.name", "chat": f"tools[{index}].function.name"}.get(
+            api, f"tools[{index}].name"
+        )
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            return f"{where}: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$', got {name!r}"
     return None
 
 

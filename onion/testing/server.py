@@ -12,9 +12,9 @@ JSON or as server-sent events when the request body says `"stream": true`.
 Each request takes the next script item, whichever API it came through. Script
 items are those of `ScriptedModel` (a `str`, a list of `call(...)`, a
 `ModelResponse`, a pydantic object answered as its JSON text) plus the faults
-below. Structured output fields are checked as the APIs check them (a
-malformed one gets a 400) and read back with `RecordedRequest.output_format`.
-Every request is recorded in
+below. Tool names and structured output fields are checked as the APIs
+check them (a malformed one gets a 400); the output field is read back with
+`RecordedRequest.output_format`. Every request is recorded in
 `server.requests` before it is answered. Standard library only; it runs in a
 background thread, so sync and async tests can share it. `close()` (or leaving
 the `with` block) ends every connection and joins every thread it started.
@@ -35,7 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .._calls import ModelResponse
-from ._fake_formats import format_problem, output_format
+from ._fake_formats import format_problem, output_format, tool_name_problem
 from ._fake_wire import (
     BODIES,
     FIRST_EVENT,
@@ -285,7 +285,7 @@ class _Handler(BaseHTTPRequestHandler):
         recorded = self._recorded = RecordedRequest("POST", path, headers, body)
         api = _APIS.get(path)
         problem = anthropic_request_problem(body) if api == "anthropic" and isinstance(body, dict) else None
-        problem = problem or format_problem(api, body)
+        problem = problem or tool_name_problem(api, body) or format_problem(api, body)
         if problem is not None and api is not None:
             with fake._lock:
                 fake.requests.append(recorded)

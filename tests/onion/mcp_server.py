@@ -43,6 +43,11 @@ def build() -> MCPServer:
         """Search the documents."""
         return f"3 pages about {query}"
 
+    @server.tool(name="notes.search")
+    def notes_search(query: str) -> str:
+        """Search the notes (a dotted name, as MCP allows and the model APIs refuse)."""
+        return f"2 notes about {query}"
+
     @server.tool()
     def read_page(page: int) -> dict[str, Any]:
         """Read one page."""

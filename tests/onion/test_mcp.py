@@ -27,6 +27,7 @@ from mcp.types import (
     TextContent,
     TextResourceContents,
 )
+from mcp.types import Tool as McpTool
 
 from middleware import approve, deny_tools, timeout
 from onion import Agent, Document, Image, ModelCall, RunState, ToolCall, tool
@@ -375,3 +376,37 @@ async def test_default_server_names_never_carry_arguments_or_url_tokens() -> Non
     assert stdio.name == "python3 notes_server.py"
     http = MCPServer.http("https://user:pw@mcp.example.com/v1/mcp?token=secret#x")
     assert http.name == "https://mcp.example.com/v1/mcp"
+
+
+async def test_an_mcp_tool_named_as_providers_refuse_is_offered_under_a_safe_name_and_called_by_its_own(
+    one_ssl_context: None,
+) -> None:
+    """Through the real Anthropic SDK: `notes.search` is offered as `docs_notes_search`; the server runs its own."""
+    server = MCPServer.stdio(sys.executable, str(SERVER), prefix="docs_", name="docs")
+    with FakeProviderServer([[call("docs_notes_search", query="onions")], "two notes"]) as provider:
+        model = AnthropicModel("claude-test", base_url=provider.url, api_key="test-key")
+        async with Agent(model, tools=[server]) as agent:
+            result = await agent.run("find")
+        await model.aclose()
+    offered = [listed["name"] for listed in provider.requests[0].body["tools"]]
+    assert "docs_notes_search" in offered and "docs_notes.search" not in offered
+    assert tool_answers(result.messages) == [("2 notes about onions", False)]
+    tools = {t.name: t for t in await server.list_tools(None)}
+    assert tools["docs_notes_search"].remote_name == "notes.search"
+    await server.aclose()
+
+
+async def test_mcp_tool_names_map_to_provider_safe_names_a_long_one_truncated_with_a_hash_of_the_whole() -> None:
+    """Bad characters become `_`; past 64 characters, 57 and a hash keep two long names apart; good names stay."""
+    server = MCPServer.stdio(sys.executable, str(SERVER), name="docs")
+
+    def offered(name: str, prefix: str = "") -> str:
+        listed = McpTool(name=name, input_schema={"type": "object", "properties": {}})
+        return MCPTool(server, listed, prefix).name
+
+    assert offered("search") == "search"
+    assert offered("files/read", prefix="fs.") == "fs_files_read"
+    long_a, long_b = offered("x" * 70 + "a"), offered("x" * 70 + "b")
+    assert len(long_a) == len(long_b) == 64 and long_a != long_b
+    assert long_a.startswith("x" * 57 + "_") and long_a == offered("x" * 70 + "a")
+    assert re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", offered("grüße.überall/" + "ä" * 80))

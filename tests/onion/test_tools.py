@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from onion import Agent, ToolBatch, ToolCall, ToolResult, tool
+from onion import Agent, Tool, ToolBatch, ToolCall, ToolResult, tool
 from onion.testing import FakeProviderServer, ScriptedModel, call
 
 
@@ -46,6 +46,38 @@ def test_a_positional_only_parameter_is_refused_when_the_tool_is_defined() -> No
 
     with pytest.raises(TypeError, match=r"tool square: the parameter 'x' is positional-only"):
         tool(square)
+
+
+@pytest.mark.parametrize(
+    ("define", "name", "suggested"),
+    [
+        (lambda: tool(name="crm.lookup")(lambda: None), "crm.lookup", "crm_lookup"),
+        (lambda: Tool(len, name="files/read"), "files/read", "files_read"),
+        (lambda: Tool(len, name="notes search"), "notes search", "notes_search"),
+        (lambda: Tool(len, name="x" * 65), "x" * 65, "x" * 64),
+        (lambda: Agent(ScriptedModel([]), name="research bot").as_tool(), "research bot", "research_bot"),
+    ],
+)
+def test_a_tool_name_the_providers_refuse_is_a_value_error_naming_the_tool_the_rule_and_a_name_to_use(
+    define: Callable[[], Any], name: str, suggested: str
+) -> None:
+    """Both APIs take tool names matching ^[a-zA-Z0-9_-]{1,64}$ and answer others with a bare 400: refused here."""
+    with pytest.raises(ValueError) as raised:
+        define()
+    message = str(raised.value)
+    assert f"tool name {name!r}" in message
+    assert "^[a-zA-Z0-9_-]{1,64}$" in message
+    assert f"name={suggested!r}" in message
+
+
+def test_a_function_name_the_providers_refuse_is_refused_when_it_becomes_a_tool() -> None:
+    """A function named outside the rule (a non-ASCII identifier) is refused by `@tool` too, suggesting a name."""
+
+    def résumé() -> str:
+        return "cv"
+
+    with pytest.raises(ValueError, match=r"tool name 'résumé'.*name='r_sum_'"):
+        tool(résumé)
 
 
 def listed_name() -> str:

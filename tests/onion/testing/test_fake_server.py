@@ -79,6 +79,25 @@ def test_past_the_end_of_the_script_it_answers_400_saying_so(server: FakeProvide
     assert "script has 0 items" in json.loads(body)["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "where"),
+    [
+        ("/v1/messages", {"tools": [{"name": "notes.search", "input_schema": {}}]}, "tools.0.name"),
+        ("/v1/chat/completions", {"tools": [{"type": "function", "function": {"name": "a/b"}}]}, "function.name"),
+        ("/v1/responses", {"tools": [{"type": "function", "name": "x" * 65}]}, "tools[0].name"),
+    ],
+)
+def test_a_tool_name_the_apis_refuse_is_answered_with_a_400_naming_the_field(
+    server: FakeProviderServer, path: str, body: dict[str, Any], where: str
+) -> None:
+    """As the APIs do: a tool name outside ^[a-zA-Z0-9_-]{1,64}$ is a 400 before any script item is used."""
+    server.script(["unused"])
+    status, _, answer = post(f"{server.url}{path}", {"model": "m", **body})
+    assert status == 400
+    assert where in json.loads(answer)["error"]["message"]
+    assert server.remaining == 1
+
+
 def test_an_unknown_path_is_404(server: FakeProviderServer) -> None:
     server.script(["unused"])
     status, _, _ = post(f"{server.url}/v2/other", {})
