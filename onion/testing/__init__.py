@@ -1,7 +1,9 @@
-"""Test doubles that ship with onion: scripted models for offline runs and tests, fake time, a throwaway Redis."""
+"""Test doubles that ship with onion: scripted models, a fake provider, cassettes, fake time, a throwaway Redis."""
 
 from __future__ import annotations
 
+from ._cassette import Cassette, cassette
+from ._cassette_match import CassetteMismatch
 from ._models import FunctionModel, ScriptedModel, ScriptItem, call, to_response
 from ._redis import RedisServer
 from ._time import FakeTime
@@ -22,6 +24,8 @@ from .server import (
 
 __all__ = [
     "BadGzip",
+    "Cassette",
+    "CassetteMismatch",
     "Delay",
     "DropConnection",
     "FakeTime",
@@ -38,6 +42,7 @@ __all__ = [
     "TruncatedBody",
     "UndecodableBody",
     "call",
+    "cassette",
     "malformed_call",
     "to_response",
 ]
