@@ -14,19 +14,24 @@ from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import mcp.types as mcp_types
+import pydantic_core
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client._transport import Transport, TransportStreams
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from .._calls import ToolResult
 from .._tool_sources import ToolSource
 from ..errors import MCPServerError
 from ._tool import MCPTool, tool_result
 
 if TYPE_CHECKING:
-    from .._calls import Run, ToolResult
+    from .._calls import Run
     from .._tools import Tool
+
+MAX_RESULT_BYTES = 1_048_576
+"""The default cap on one tool result of an MCP server: 1 MiB of JSON (about 250,000 tokens of text)."""
 
 
 class MCPServer(ToolSource):
@@ -38,7 +43,9 @@ class MCPServer(ToolSource):
     until `agent.aclose()`. A server that dies answers the calls of that
     run with error results saying so; the next run starts it again.
     `prefix` is put before each of its tool names; `connect_timeout` bounds
-    connecting and listing (tool calls are bounded by a `timeout` layer).
+    connecting and listing (tool calls are bounded by a `timeout` layer). A
+    result over `max_result_bytes` (its JSON, as the server sent it) is
+    answered with an error result saying so instead.
     """
 
     def __init__(
@@ -48,16 +55,20 @@ class MCPServer(ToolSource):
         name: str,
         prefix: str = "",
         connect_timeout: float = 30.0,
+        max_result_bytes: int = MAX_RESULT_BYTES,
     ) -> None:
         if not isinstance(prefix, str):
             raise TypeError(f"MCP server {name!r}: prefix must be a str, got {prefix!r}")
         if connect_timeout <= 0:
             raise ValueError(f"MCP server {name!r}: connect_timeout must be positive seconds, got {connect_timeout!r}")
+        if type(max_result_bytes) is not int or max_result_bytes <= 0:
+            raise ValueError(f"MCP server {name!r}: max_result_bytes must be a positive int, got {max_result_bytes!r}")
         self.transport = transport
         """Makes a fresh SDK transport (an async context manager giving read and write streams) per connection."""
         self.name = name
         self.prefix = prefix
         self.connect_timeout = connect_timeout
+        self.max_result_bytes = max_result_bytes
         self._connection: _Connection | None = None
         self._tools: list[Tool] = []
         self._listed_on: _Connection | None = None
@@ -73,6 +84,7 @@ class MCPServer(ToolSource):
         prefix: str = "",
         name: str | None = None,
         connect_timeout: float = 30.0,
+        max_result_bytes: int = MAX_RESULT_BYTES,
     ) -> MCPServer:
         """A server run as `command *args`, spoken to over its stdin and stdout.
 
@@ -87,6 +99,7 @@ class MCPServer(ToolSource):
             name=name or _program_name(command, args),
             prefix=prefix,
             connect_timeout=connect_timeout,
+            max_result_bytes=max_result_bytes,
         )
 
     @classmethod
@@ -98,6 +111,7 @@ class MCPServer(ToolSource):
         prefix: str = "",
         name: str | None = None,
         connect_timeout: float = 30.0,
+        max_result_bytes: int = MAX_RESULT_BYTES,
     ) -> MCPServer:
         """A server at `url`, spoken to over streamable HTTP, sending `headers` with every request."""
         sent = dict(headers or {})
@@ -110,7 +124,13 @@ class MCPServer(ToolSource):
             ):
                 yield streams
 
-        return cls(transport, name=name or _address(url), prefix=prefix, connect_timeout=connect_timeout)
+        return cls(
+            transport,
+            name=name or _address(url),
+            prefix=prefix,
+            connect_timeout=connect_timeout,
+            max_result_bytes=max_result_bytes,
+        )
 
     def describe(self) -> str:
         return f"MCP server {self.name!r}"
@@ -155,6 +175,14 @@ class MCPServer(ToolSource):
                 f"{self.describe()} stopped during the call (its connection closed: the process exited or was "
                 "killed); the next run starts it again"
             ) from None
+        size = len(pydantic_core.to_json(result))
+        if size > self.max_result_bytes:
+            return ToolResult(
+                f"{self.describe()} answered {tool.remote_name} with {size:,} bytes, over its cap of "
+                f"{self.max_result_bytes:,} bytes: the result was dropped (ask for less, or raise the cap with "
+                "MCPServer(..., max_result_bytes=...))",
+                is_error=True,
+            )
         return tool_result(result)
 
     async def aclose(self) -> None:

@@ -148,6 +148,11 @@ def build() -> MCPServer:
         await ctx.notify_tools_changed()
         return "grown"
 
+    @server.tool()
+    def big(size: int) -> CallToolResult:
+        """A text result of `size` characters."""
+        return CallToolResult(content=[TextContent(type="text", text="x" * size)])
+
     return server
 
 

@@ -410,3 +410,30 @@ async def test_mcp_tool_names_map_to_provider_safe_names_a_long_one_truncated_wi
     assert len(long_a) == len(long_b) == 64 and long_a != long_b
     assert long_a.startswith("x" * 57 + "_") and long_a == offered("x" * 70 + "a")
     assert re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", offered("grüße.überall/" + "ä" * 80))
+
+
+async def test_an_mcp_result_over_the_servers_cap_is_an_error_result_saying_its_size_the_cap_and_how_to_raise_it(
+    docs: MCPServer,
+) -> None:
+    """By default a result over 1 MiB (`max_result_bytes`) reaches the model as an error result naming the server,
+    the tool, the result's size and the cap, and `max_result_bytes` to raise it; a smaller one, as it is."""
+    model = ScriptedModel([[call("docs_big", size=2_000_000), call("docs_big", size=1_000)], "ok"])
+    result = await Agent(model, tools=[docs]).run("go")
+    (over, over_error), (under, under_error) = tool_answers(result.messages)
+    assert over_error and f"MCP server {docs.name!r} answered big with 2,000," in over and len(over) < 400
+    assert "over its cap of 1,048,576 bytes" in over and "max_result_bytes" in over
+    assert (under, under_error) == ("x" * 1_000, False)
+
+
+async def test_max_result_bytes_raises_or_lowers_an_mcp_servers_cap() -> None:
+    """`max_result_bytes=` on `MCPServer.stdio` sets the cap: 3 MB lets a 2 MB result through, 100 stops 200
+    characters; a cap that is not a positive int is refused when the server is built."""
+    raised = MCPServer.stdio(sys.executable, str(SERVER), name="docs", max_result_bytes=3_000_000)
+    lowered = MCPServer.stdio(sys.executable, str(SERVER), name="small", prefix="s_", max_result_bytes=100)
+    model = ScriptedModel([[call("big", size=2_000_000), call("s_big", size=200)], "ok"])
+    async with Agent(model, tools=[raised, lowered]) as agent:
+        (whole, whole_error), (stopped, stopped_error) = tool_answers((await agent.run("go")).messages)
+    assert (len(whole), whole_error) == (2_000_000, False)
+    assert stopped_error and "over its cap of 100 bytes" in stopped
+    with pytest.raises(ValueError, match=r"MCP server 'x': max_result_bytes must be a positive int"):
+        MCPServer.http("http://127.0.0.1:1/mcp", name="x", max_result_bytes=0)
