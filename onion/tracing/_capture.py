@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 from contextvars import Token
 from pathlib import Path
@@ -11,17 +12,25 @@ from . import _chains
 from ._spans import Span, capturing
 from ._tree import tree
 
+MAX_RUNS = 1_000
+"""How many runs a `capture()` keeps by default: the last 1,000 (a few KB each, more with long messages)."""
+
 
 class Trace:
     """The runs `capture()` recorded: `runs` holds one `Span` tree per run, in the order they started.
+
+    Only the last `max_runs` are kept (all of them with None): older runs are
+    let go as new ones start.
 
     `print(trace)` draws each run as a tree (calls, their layers and each
     layer's own time); `trace.to_html(path)` writes one self-contained page
     with a timeline of them.
     """
 
-    def __init__(self) -> None:
-        self.runs: list[Span] = []
+    def __init__(self, max_runs: int | None = MAX_RUNS) -> None:
+        if max_runs is not None and max_runs < 1:
+            raise ValueError(f"capture(max_runs={max_runs!r}): keep at least one run, or None for all")
+        self.runs: deque[Span] = deque(maxlen=max_runs)
         self._token: Token[list[Span] | None] | None = None
 
     def __enter__(self) -> Trace:
@@ -49,7 +58,7 @@ class Trace:
         from ._html import page
 
         target = Path(path)
-        target.write_text(page(self.runs), encoding="utf-8")
+        target.write_text(page(list(self.runs)), encoding="utf-8")
         return target
 
     def __iter__(self) -> Iterator[Span]:
@@ -65,11 +74,12 @@ class Trace:
         return f"<Trace runs={len(self.runs)}>"
 
 
-def capture() -> Trace:
+def capture(*, max_runs: int | None = MAX_RUNS) -> Trace:
     """Record the runs started in this context while the `with` block runs: `with capture() as trace: ...`.
 
     Agents build their chains with tracing while any capture is open (and
     without it again after); runs started elsewhere meanwhile, in other
-    tasks or threads, are not recorded.
+    tasks or threads, are not recorded. The trace keeps the last `max_runs`
+    runs (default 1,000; None: every run, so memory grows with each).
     """
-    return Trace()
+    return Trace(max_runs)

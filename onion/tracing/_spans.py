@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import deque
 from contextvars import ContextVar
 from typing import Any
 
@@ -12,7 +13,7 @@ KINDS = ("run", "model", "tools", "tool", "request", "layer")
 current: ContextVar[Span | None] = ContextVar("onion.tracing.current", default=None)
 """The innermost span open in this context: a layer while its own code runs, else the call."""
 
-capturing: ContextVar[list[Span] | None] = ContextVar("onion.tracing.capturing", default=None)
+capturing: ContextVar[deque[Span] | None] = ContextVar("onion.tracing.capturing", default=None)
 """Where `capture()` keeps the runs started in this context (None: not capturing here)."""
 
 

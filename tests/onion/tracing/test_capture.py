@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import re
 
+import pytest
+
 from middleware import cache, log, rate_limit, retry
 from onion import Agent, Handler, ModelCall, ModelResponse, ToolCall, ToolRequest, ToolResult, tool, tracing
 from onion.errors import RateLimitedError
@@ -185,3 +187,29 @@ async def test_a_streamed_run_is_captured_like_a_run() -> None:
         "└─ model call 2 · scripted · T · answered\n"
         "   └─ request 1 · scripted · T"
     )
+
+
+async def test_a_capture_left_open_keeps_only_its_last_max_runs_runs() -> None:
+    """`capture(max_runs=3)` keeps the last 3 of 10 runs; by default the last 1,000 (so a capture left open around
+    a server holds a bounded amount of memory); `max_runs=None` keeps every run; a count below 1 is refused."""
+
+    def numbered(n: int) -> Agent:
+        return Agent(ScriptedModel([f"answer {i}" for i in range(n)]))
+
+    agent = numbered(10)
+    with tracing.capture(max_runs=3) as last:
+        for i in range(10):
+            await agent.run(f"q{i}")
+    assert len(last) == 3 and [run.result.output for run in last] == ["answer 7", "answer 8", "answer 9"]
+    agent = numbered(1_001)
+    with tracing.capture() as default:
+        for i in range(1_001):
+            await agent.run(f"q{i}")
+    assert len(default) == 1_000 and default.runs[0].result.output == "answer 1"
+    agent = numbered(1_001)
+    with tracing.capture(max_runs=None) as every:
+        for i in range(1_001):
+            await agent.run(f"q{i}")
+    assert len(every) == 1_001
+    with pytest.raises(ValueError, match=r"capture\(max_runs=0\): keep at least one run, or None for all"):
+        tracing.capture(max_runs=0)
