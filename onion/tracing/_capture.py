@@ -31,7 +31,7 @@ class Trace:
         if max_runs is not None and max_runs < 1:
             raise ValueError(f"capture(max_runs={max_runs!r}): keep at least one run, or None for all")
         self.runs: deque[Span] = deque(maxlen=max_runs)
-        self._token: Token[list[Span] | None] | None = None
+        self._token: Token[deque[Span] | None] | None = None
 
     def __enter__(self) -> Trace:
         if self._token is not None:
