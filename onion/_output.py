@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import pydantic
@@ -28,10 +29,12 @@ class OutputSchema:
     to strict mode (every object closed with `additionalProperties: false`,
     every property required, defaults dropped), or `None` when the type has
     open-ended objects (`dict` fields, `Any`) that strict mode cannot express.
-    `name` is a provider-safe name for it.
+    `recursive` says the type contains itself (a `$ref` leads back to its own
+    definition): Anthropic's strict mode refuses such schemas. `name` is a
+    provider-safe name for it.
     """
 
-    __slots__ = ("adapter", "key", "name", "schema", "strict", "type", "wrapped")
+    __slots__ = ("adapter", "key", "name", "recursive", "schema", "strict", "type", "wrapped")
 
     def __init__(self, output_type: Any) -> None:
         try:
@@ -43,6 +46,8 @@ class OutputSchema:
                 f"({error}); use a pydantic model, a dataclass, list[...] of those, a union, or a plain type"
             ) from None
         self.type = output_type
+        if inner.keys() == {"$ref", "$defs"}:  # a recursive type: pydantic names it at the root by reference
+            inner = {**_target(inner, inner["$ref"]), "$defs": inner["$defs"]}
         self.wrapped = inner.get("type") != "object"
         if self.wrapped:
             defs = inner.pop("$defs", None)
@@ -51,6 +56,7 @@ class OutputSchema:
                 inner["$defs"] = defs
         self.schema: dict[str, Any] = inner
         self.strict = strict_schema(inner)
+        self.recursive = any(_refers_back(inner, ref) for ref in set(_refs(inner)))
         title = inner.get("title") if not self.wrapped else getattr(output_type, "__name__", None)
         self.name = _NAME.sub("_", str(title or "output"))[:64]
         self.key = json.dumps([repr(output_type), inner], sort_keys=True)
@@ -114,8 +120,10 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
 
     Objects get `additionalProperties: false` and every property in
     `required` (an optional field stays nullable through its own `anyOf`);
-    `default`s are dropped; a `$ref` with sibling keywords is inlined.
-    An object with open-ended properties (a `dict`, `Any`) has no strict form.
+    `default`s are dropped; a `$ref` with sibling keywords (a description) is
+    inlined, or, when its definition refers back to it (a recursive type),
+    becomes `anyOf: [{"$ref": ...}]` beside them. An object with open-ended
+    properties (a `dict`, `Any`) has no strict form.
     """
     try:
         strict: dict[str, Any] = _strict(json.loads(json.dumps(schema)), schema)
@@ -134,7 +142,8 @@ def _strict(node: Any, root: dict[str, Any]) -> Any:
     if not isinstance(node, dict):
         return node
     if "$ref" in node and len(node) > 1:
-        node = {**_resolve(root, node.pop("$ref")), **node}
+        ref = node.pop("$ref")
+        node = {"anyOf": [{"$ref": ref}], **node} if _refers_back(root, ref) else {**_resolve(root, ref), **node}
     node.pop("default", None)
     if node.get("type") == "object" or "properties" in node:
         extra = node.get("additionalProperties")
@@ -156,8 +165,37 @@ def _strict_child(key: str, value: Any, root: dict[str, Any]) -> Any:
 
 
 def _resolve(root: dict[str, Any], ref: str) -> dict[str, Any]:
+    resolved: dict[str, Any] = json.loads(json.dumps(_target(root, ref)))
+    return resolved
+
+
+def _target(root: dict[str, Any], ref: str) -> Any:
     node: Any = root
     for part in ref.removeprefix("#/").split("/"):
         node = node[part]
-    resolved: dict[str, Any] = json.loads(json.dumps(node))
-    return resolved
+    return node
+
+
+def _refers_back(root: dict[str, Any], ref: str) -> bool:
+    """Whether the definition `ref` names refers to `ref` again, directly or through other definitions."""
+    seen, pending = {ref}, [ref]
+    while pending:
+        for inner in _refs(_target(root, pending.pop())):
+            if inner == ref:
+                return True
+            if inner not in seen:
+                seen.add(inner)
+                pending.append(inner)
+    return False
+
+
+def _refs(node: Any) -> Iterator[str]:
+    if isinstance(node, list):
+        for item in node:
+            yield from _refs(item)
+    elif isinstance(node, dict):
+        if isinstance(node.get("$ref"), str):
+            yield node["$ref"]
+        for key, value in node.items():
+            if key not in ("enum", "const", "default"):
+                yield from _refs(value)

@@ -35,8 +35,8 @@ class AnthropicModel(ProviderModel):
     Structured output goes in `output_config={"format": {"type":
     "json_schema", "schema": ...}}` with the strict form of the schema
     (`OutputSchema.strict`: objects closed, every property required); a type
-    without one (`dict` fields, `Any`) is asked for through the `final_answer`
-    tool instead.
+    without one (`dict` fields, `Any`) or a recursive one, which Anthropic's
+    strict mode refuses, is asked for through the `final_answer` tool instead.
     """
 
     provider = "anthropic"
@@ -78,7 +78,7 @@ class AnthropicModel(ProviderModel):
         return request_params(call, self.name, self.max_tokens)
 
     def _takes_natively(self, schema: OutputSchema) -> bool:
-        return schema.strict is not None
+        return schema.strict is not None and not schema.recursive
 
     def _add_native_output(self, params: dict[str, Any], schema: OutputSchema) -> None:
         config = dict(params.get("output_config") or {})

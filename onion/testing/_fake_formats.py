@@ -6,8 +6,9 @@ Anthropic: `output_config.format`; Chat Completions: `response_format`;
 Responses: `text.format`. A malformed field is answered with a 400, as the
 real APIs do: a format that is not `json_schema` with a schema object, an
 OpenAI format without a valid `name`, an Anthropic schema with an object not
-closed by `additionalProperties: false`, and a strict OpenAI schema whose
-objects are not closed or do not require every property.
+closed by `additionalProperties: false`, a strict OpenAI schema whose
+objects are not closed or do not require every property, a `$ref` that
+names no definition of the schema, and an Anthropic schema that is recursive.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ def format_problem(api: str | None, body: Any) -> str | None:
         return f"{where}: 'schema' must be a JSON schema object"
     if api != "anthropic" and not _NAME.match(str(settings.get("name", ""))):
         return f"{where}: 'name' must match ^[a-zA-Z0-9_-]{{1,64}}$, got {settings.get('name')!r}"
+    for path, ref in _refs(schema, "schema"):
+        if not _resolves(schema, ref):
+            return f"{where}: {path}: '$ref' {ref!r} names no definition in the schema"
+        if api == "anthropic" and _refers_back(schema, ref):
+            return f"{where}: {path}: recursive schemas are not supported ({ref!r} refers back to itself)"
     strict = api == "anthropic" or settings.get("strict") is True
     if strict:
         for path, node in _objects(schema, "schema"):
@@ -78,6 +84,45 @@ def tool_name_problem(api: str | None, body: Any) -> str | None:
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             return f"{where}: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$', got {name!r}"
     return None
+
+
+def _refs(node: Any, path: str) -> Iterator[tuple[str, str]]:
+    """Every `$ref` within `node`, with its path."""
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _refs(item, f"{path}.{index}")
+    elif isinstance(node, dict):
+        if "$ref" in node:
+            yield path, str(node["$ref"])
+        for key, value in node.items():
+            if key not in ("enum", "const", "default", "examples"):
+                yield from _refs(value, f"{path}.{key}")
+
+
+def _resolves(schema: dict[str, Any], ref: str) -> bool:
+    return ref.startswith("#") and isinstance(_target(schema, ref), dict)
+
+
+def _target(schema: dict[str, Any], ref: str) -> Any:
+    node: Any = schema
+    for part in ref.removeprefix("#").split("/")[1:]:
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _refers_back(schema: dict[str, Any], ref: str) -> bool:
+    """Whether the definition `ref` names leads back to `ref` through `$ref`s."""
+    seen, pending = {ref}, [ref]
+    while pending:
+        for _, inner in _refs(_target(schema, pending.pop()), ""):
+            if inner == ref:
+                return True
+            if inner not in seen and _resolves(schema, inner):
+                seen.add(inner)
+                pending.append(inner)
+    return False
 
 
 def _objects(node: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import enum
 import logging
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from middleware import budget, limit, log
 from middleware.limit import LimitReached
@@ -174,6 +174,59 @@ def test_a_type_with_open_ended_objects_has_no_strict_schema() -> None:
     assert output_schema(Scores).strict is None
     assert output_schema(Loose).strict is None
     assert output_schema(list[City]).wrapped and output_schema(list[City]).strict is not None
+
+
+class Tree(BaseModel):
+    name: str = Field(description="what this node is called")
+    children: list[Tree]
+
+
+class Node(BaseModel):
+    name: str = Field(description="what this node is called")
+    children: list[Annotated[Node, Field(description="a node below this one")]]
+
+
+class Person(BaseModel):
+    name: str
+    manager: Annotated[Person, Field(description="who this person reports to")] | None = None
+
+
+NULL = {"type": "null"}
+
+
+def refs(node: Any) -> list[str]:
+    """Every `$ref` in a schema."""
+    if isinstance(node, list):
+        return [ref for item in node for ref in refs(item)]
+    if not isinstance(node, dict):
+        return []
+    own = [node["$ref"]] if "$ref" in node else []
+    return own + [ref for value in node.values() for ref in refs(value)]
+
+
+def test_a_self_reference_with_a_description_has_a_strict_schema_that_refers_back_instead_of_looping() -> None:
+    """`list[Annotated[Node, Field(description=...)]]`, `Annotated[Person, Field(description=...)] | None`: a `$ref`
+    with siblings back to its own type stays a reference (`anyOf: [$ref]`, description kept), naming a definition."""
+    node, person = output_schema(Node), output_schema(Person)
+    assert node.strict is not None and person.strict is not None
+    child = node.strict["$defs"]["Node"]["properties"]["children"]["items"]
+    assert child == {"anyOf": [{"$ref": "#/$defs/Node"}], "description": "a node below this one"}
+    manager = person.strict["properties"]["manager"]["anyOf"]
+    assert manager == [{"anyOf": [{"$ref": "#/$defs/Person"}], "description": "who this person reports to"}, NULL]
+    for strict in (node.strict, person.strict):
+        assert all(ref.removeprefix("#/$defs/") in strict["$defs"] for ref in refs(strict))
+    assert node.recursive and person.recursive and not output_schema(Town).recursive
+    tree = node.validate('{"name": "root", "children": [{"name": "leaf", "children": []}]}')
+    assert tree == Node(name="root", children=[Node(name="leaf", children=[])])
+
+
+def test_a_self_referencing_model_is_its_own_root_object_not_wrapped() -> None:
+    """pydantic names a recursive model by `$ref` at the root; onion sends the model's object with its `$defs`."""
+    schema = output_schema(Tree)
+    assert not schema.wrapped and schema.name == "Tree"
+    assert schema.strict is not None and schema.strict["required"] == ["name", "children"]
+    assert schema.strict["properties"]["children"]["items"] == {"$ref": "#/$defs/Tree"}
+    assert schema.validate('{"name": "root", "children": []}') == Tree(name="root", children=[])
 
 
 async def test_retries_go_through_the_model_stack_seen_by_log_and_counted_by_limit_and_budget(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import enum
-from typing import Any
+import json
+from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from middleware import cache
 from onion import Agent, RunFinished, tool
@@ -151,6 +152,58 @@ async def test_lists_unions_nested_models_optional_fields_and_enums_pass_the_str
         assert (sent.get("json_schema") or sent)["strict"] is True
 
 
+class Node(BaseModel):
+    name: str = Field(description="what this node is called")
+    children: list[Annotated[Node, Field(description="a node below this one")]]
+
+
+class Person(BaseModel):
+    name: str = Field(description="what this person is called")
+    manager: Annotated[Person, Field(description="who this person reports to")] | None = None
+
+
+@pytest.mark.parametrize(
+    ("output_type", "answer", "expected"),
+    [
+        (
+            Node,
+            {"name": "root", "children": [{"name": "leaf", "children": []}]},
+            Node(name="root", children=[Node(name="leaf", children=[])]),
+        ),
+        (
+            Person,
+            {"name": "Bo", "manager": {"name": "Ada", "manager": None}},
+            Person(name="Bo", manager=Person(name="Ada")),
+        ),
+    ],
+    ids=["described-children", "described-parent"],
+)
+async def test_a_recursive_output_type_goes_strict_to_openai_and_as_the_answer_tool_to_anthropic(
+    api: str,
+    streamed: bool,
+    server: FakeProviderServer,
+    make_model: Any,
+    output_type: Any,
+    answer: dict[str, Any],
+    expected: Any,
+) -> None:
+    """The fake server refuses a `$ref` naming no definition, and on Anthropic a recursive strict schema, as the
+    APIs do: OpenAI gets the strict schema (its `$ref`s and descriptions kept), Anthropic the `final_answer` tool."""
+    server.script([[call("final_answer", **answer)]] if api == "anthropic" else [json.dumps(answer)])
+    assert await run_typed(Agent(make_model(api)), output_type, streamed) == expected
+    body = server.requests[0].body
+    if api == "anthropic":
+        assert "output_config" not in body
+        (offered,) = body["tools"]
+        assert offered["name"] == "final_answer" and "$defs" in offered["input_schema"]
+        return
+    sent = server.requests[0].output_format
+    assert sent is not None
+    settings = sent.get("json_schema") or sent
+    assert settings["strict"] is True and "$ref" in json.dumps(settings["schema"])
+    assert "what this node is called" in str(settings) or "what this person is called" in str(settings)
+
+
 async def test_a_schema_without_a_strict_form_is_sent_non_strict_to_openai_and_as_a_tool_to_anthropic(
     api: str, streamed: bool, server: FakeProviderServer, make_model: Any
 ) -> None:
@@ -203,6 +256,27 @@ def test_a_malformed_format_field_is_refused_as_the_api_would() -> None:
     strict = {"type": "json_schema", "name": "A", "schema": closed, "strict": True}
     assert "'required' must list every key" in str(format_problem("responses", {"text": {"format": strict}}))
     assert format_problem("responses", {"text": {"format": {**strict, "strict": False}}}) is None
+    dangling = {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"]}
+    dangling["additionalProperties"] = False
+    assert "'#/$defs/A' names no definition" in str(
+        format_problem("anthropic", {"output_config": {"format": {"type": "json_schema", "schema": dangling}}})
+    )
+    recursive = {**dangling, "$defs": {"A": {"type": "array", "items": {"$ref": "#/$defs/A"}}}}
+    assert "recursive schemas are not supported" in str(
+        format_problem("anthropic", {"output_config": {"format": {"type": "json_schema", "schema": recursive}}})
+    )
+    assert (
+        format_problem(
+            "chat",
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "A", "schema": recursive, "strict": True},
+                }
+            },
+        )
+        is None
+    )
 
 
 async def test_a_tool_of_yours_named_final_answer_is_refused_when_the_answer_tool_is_needed(
