@@ -183,6 +183,9 @@ class pseudonymize:
 
     __slots__ = ("_memos", "_runs", "rules", "vault")
 
+    covers_sub_agents = True
+    """A sub-agent called from this layer's agent (`agent.as_tool()`) runs through this layer too, without `inherit`."""
+
     def __init__(
         self,
         *patterns: str | re.Pattern[str],

@@ -57,6 +57,9 @@ class redact:
 
     __slots__ = ("_memos", "builtin", "replacement", "responses", "rules", "tool_results")
 
+    covers_sub_agents = True
+    """A sub-agent called from this layer's agent (`agent.as_tool()`) runs through this layer too, without `inherit`."""
+
     def __init__(
         self,
         *patterns: str | re.Pattern[str] | Rule,

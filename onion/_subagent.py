@@ -20,8 +20,11 @@ class SubAgent:
 
     The child run lives inside the parent's tool call: cancelling the parent
     cancels it, its usage is added to the parent run's (also when it fails
-    with a usage, as `MaxStepsExceeded`), and with `inherit` it runs through
-    the parent agent's stack (outermost) as well as its own.
+    with a usage, as `MaxStepsExceeded`), and it runs through the parent
+    agent's stack (outermost) as well as its own: the whole stack with
+    `inherit`, else only its layers that say `covers_sub_agents` (the privacy
+    layers `pseudonymize` and `redact`), so what the parent hides from its
+    model stays hidden from the child's.
     """
 
     __slots__ = ("_derived", "agent", "inherit")
@@ -29,7 +32,7 @@ class SubAgent:
     def __init__(self, agent: Agent[Any], inherit: bool) -> None:
         self.agent = agent
         self.inherit = inherit
-        self._derived: weakref.WeakKeyDictionary[Agent[Any], Agent[Any]] = weakref.WeakKeyDictionary()
+        self._derived: weakref.WeakKeyDictionary[Agent[Any], tuple[int, Agent[Any]]] = weakref.WeakKeyDictionary()
 
     async def ask(
         self,
@@ -37,7 +40,7 @@ class SubAgent:
         call: ToolCall,
     ) -> Any:
         parent = call.run
-        child = self._through(parent.agent) if self.inherit else self.agent
+        child = self._through(parent.agent)
         try:
             result = await child.run(task)
         except OnionError as error:
@@ -54,10 +57,26 @@ class SubAgent:
         return result.output
 
     def _through(self, parent: Agent[Any]) -> Agent[Any]:
-        """The child agent with the parent's stack around its own (built once per parent, rebuilt as stacks change)."""
-        derived = self._derived.get(parent)
-        if derived is None:
-            derived = self._derived[parent] = self.agent._restacked(parent.stack, self.agent.stack)
+        """The child agent with the parent's stack (or its layers covering sub-agents) around its own.
+
+        Built once per parent and version of its stack; the child agent
+        itself when the parent has no such layer.
+        """
+        version = parent.stack.version
+        built = self._derived.get(parent)
+        if built is not None and built[0] == version:
+            return built[1]
+        if self.inherit:
+            derived = self.agent._restacked(parent.stack, self.agent.stack)
+        else:
+            own = {id(layer.source) for layer in self.agent.stack.layers()}
+            covering = [
+                layer
+                for layer in parent.stack.layers()
+                if getattr(layer.source, "covers_sub_agents", False) and id(layer.source) not in own
+            ]
+            derived = self.agent._restacked(*covering, self.agent.stack) if covering else self.agent
+        self._derived[parent] = (version, derived)
         return derived
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from middleware import log
+from middleware import log, pseudonymize, redact
 from onion import Agent, Message, ModelCall, ModelResponse, Run, Tool, ToolThreads, Usage, tool
 from onion._stack import checked_by_default
 from onion._tool_sources import ToolSource
@@ -164,3 +164,51 @@ async def test_a_sub_agent_with_inherit_keeps_every_setting_of_the_agent() -> No
     for name in set(given) - {"tools", "middleware"}:
         assert getattr(derived, name) == getattr(child, name), name
     assert [record.agent for record in await store.runs()] == ["researcher"]
+
+
+async def test_a_sub_agents_model_gets_placeholders_not_the_values_the_parents_pseudonymize_hides() -> None:
+    """Without inherit: the task, restored to real values for the tool call, is hidden again before the child's
+    model reads it; the child's tool gets the real value; the parent's model reads the child's answer hidden."""
+    sent: list[str] = []
+
+    @tool
+    def send(to: str) -> str:
+        """Send a mail."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    child_model = ScriptedModel([[call("send", to="<EMAIL_1>")], "Mailed <EMAIL_1>."])
+    child = Agent(child_model, tools=[send], name="mailer")
+    parent_model = ScriptedModel([[call("mailer", task="Mail <EMAIL_1> the invoice")], "done"])
+    parent = Agent(parent_model, tools=[child.as_tool()]).use(pseudonymize)
+
+    assert (await parent.run("Please mail ada@example.com the invoice")).output == "done"
+
+    child_saw = [message.text for request in child_model.requests for message in request.messages]
+    assert "Mail <EMAIL_1> the invoice" in child_saw and "ada@example.com" not in str(child_saw)
+    assert sent == ["ada@example.com"]
+    assert parent_model.requests[1].messages[-1].text == "Mailed <EMAIL_1>."
+
+
+async def test_a_sub_agents_model_calls_go_through_the_parents_redact_but_not_its_other_layers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Without inherit: a secret the child's tool returns is redacted before the child's model reads it; the
+    parent's `log` still sees only the parent's own calls."""
+    caplog.set_level(logging.INFO, logger="parent")
+
+    @tool
+    def read_config() -> str:
+        """Read the configuration."""
+        return "token: sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
+
+    child_model = ScriptedModel([[call("read_config")], "configured"])
+    child = Agent(child_model, tools=[read_config], name="admin")
+    parent = Agent(ScriptedModel([[call("admin", task="check the config")], "ok"]), tools=[child.as_tool()])
+    parent.use(log("parent"), redact)
+
+    await parent.run("go")
+
+    assert "sk-proj" not in str([m.text for m in child_model.requests[1].messages])
+    assert "[REDACTED]" in child_model.requests[1].messages[-1].text
+    assert [r.__dict__["kind"] for r in caplog.records].count("model") == 2
