@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._copies import own_copy
 from .._layers import Layer
 from .._stack import Handler, Stack
 from ._spans import Span, capturing, current
@@ -86,8 +87,10 @@ def _traced(kind: str, chain: Handler, exporter: Exporter | None) -> Handler:
     """`chain` recording a span of `kind` per call, when this call is traced.
 
     A call is traced when it runs inside a traced one, in a `capture()`, or
-    while an exporter is on.
+    while an exporter is on. A tool call's span keeps its arguments as the
+    call was made (`Span.args`), before layers restore or change them.
     """
+    tool = kind == "tool"
 
     async def traced_call(ctx: Any) -> Any:
         parent = current.get()
@@ -95,6 +98,8 @@ def _traced(kind: str, chain: Handler, exporter: Exporter | None) -> Handler:
         if parent is None and roots is None and exporter is None:
             return await chain(ctx)
         span = Span(kind, name_of(kind, ctx), ctx, parent, roots is not None)
+        if tool:
+            span.args = own_copy(ctx.args)
         if roots is not None:
             roots.append(span)
         token = current.set(span)

@@ -88,8 +88,12 @@ def error_text(error: BaseException) -> str:
     return text if len(text) <= MAX_ERROR else text[: MAX_ERROR - 3] + "..."
 
 
-def label(span: Span, number: int | None = None) -> str:
-    """How a call is named in a tree or on the page: `model call 2 · claude-...`, `tool add(a=1, b=2)`."""
+def label(span: Span, number: int | None = None, real_values: bool = False) -> str:
+    """How a call is named in a tree or on the page: `model call 2 · claude-...`, `tool add(a=1, b=2)`.
+
+    A tool call shows its arguments as the call was made (`Span.args`: what
+    the model wrote), or, with `real_values`, as its tool got them.
+    """
     numbered = f" {number}" if number is not None else ""
     if span.kind == "run":
         return f"run {span.name}"
@@ -100,7 +104,7 @@ def label(span: Span, number: int | None = None) -> str:
     if span.kind == "tools":
         return f"tools [{span.name}]"
     if span.kind == "tool":
-        return f"tool {span.name}({arguments(span.ctx.args)})"
+        return f"tool {span.name}({arguments(span.ctx.args if real_values or span.args is None else span.args)})"
     return span.name
 
 

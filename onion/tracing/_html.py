@@ -59,9 +59,12 @@ document.getElementById("collapse-all").addEventListener("click", function () {
 """
 
 
-def page(runs: list[Span]) -> str:
-    """The whole page for `runs`."""
-    sections = "\n".join(_run(run, index) for index, run in enumerate(runs, start=1)) or "<p>No runs captured.</p>"
+def page(runs: list[Span], real_values: bool = False) -> str:
+    """The whole page for `runs`: tool arguments as the model wrote them, or as tools got them with `real_values`."""
+    sections = (
+        "\n".join(_run(run, index, real_values) for index, run in enumerate(runs, start=1))
+        or "<p>No runs captured.</p>"
+    )
     return f"""<!doctype html>
 <html lang="en">
 <head>
@@ -84,24 +87,26 @@ and its label gives its own time (its time minus the time inside <code>call_next
 """
 
 
-def _run(run: Span, index: int) -> str:
+def _run(run: Span, index: int, real_values: bool) -> str:
     rows: list[str] = []
-    _rows(run, None, 0, run, f"r{index}", rows)
+    _rows(run, None, 0, run, f"r{index}", rows, real_values)
     span = max(run.duration_ns, 1)
     ticks = "".join(
         f'<span class="tick" style="left:{share * 100:.0f}%">{duration(int(span * share))}</span>'
         for share in (0, 0.25, 0.5, 0.75, 1)
     )
     return (
-        f'<section class="run">\n<h2>{escape(headline(run, None))}</h2>\n'
+        f'<section class="run">\n<h2>{escape(headline(run, None, real_values))}</h2>\n'
         f'<div class="axis"><span></span><div class="ticks">{ticks}</div></div>\n' + "\n".join(rows) + "\n</section>"
     )
 
 
-def _rows(call: Span, number: int | None, depth: int, run: Span, id: str, rows: list[str]) -> None:
+def _rows(call: Span, number: int | None, depth: int, run: Span, id: str, rows: list[str], real_values: bool) -> None:
     layers = layers_of(call)
     facts = ", ".join(outcome(call))
-    text = escape(label(call, number)) + (f' <span class="facts">· {escape(facts)}</span>' if facts else "")
+    text = escape(label(call, number, real_values))
+    if facts:
+        text += f' <span class="facts">· {escape(facts)}</span>'
     caret = '<span class="caret">\u25b8</span>' if layers else '<span class="caret"></span>'
     expandable = f' data-layers="{len(layers)}" aria-expanded="false"' if layers else ""
     error = " error" if call.error is not None else ""
@@ -122,7 +127,7 @@ def _rows(call: Span, number: int | None, depth: int, run: Span, id: str, rows: 
             f"{_bar(layer, run, 'layer-bar')}</div>"
         )
     for index, (inner, inner_number) in enumerate(numbered(calls_of(call))):
-        _rows(inner, inner_number, depth + 1, run, f"{id}-{index}", rows)
+        _rows(inner, inner_number, depth + 1, run, f"{id}-{index}", rows, real_values)
 
 
 def _bar(span: Span, run: Span, colour: str) -> str:

@@ -40,6 +40,7 @@ def instrument(
     content: bool = False,
     meter_provider: Any = None,
     patterns: Iterable[re.Pattern[str] | str] = (),
+    real_values: bool = False,
 ) -> None:
     """Send OpenTelemetry spans and metrics for every agent's runs, from their next call on.
 
@@ -52,9 +53,13 @@ def instrument(
     per model call. Message content (`gen_ai.input.messages`, tool arguments
     and results, ...) only with `content`, scrubbed of secrets and personal
     data like `middleware.log` (the built-in patterns plus `patterns`); error
-    texts are always scrubbed. `tracer_provider` / `meter_provider`: None
-    for the global ones. Calling it again replaces the settings;
-    `uninstrument()` turns it off.
+    texts are always scrubbed. Content is what the model got (the
+    placeholders of `pseudonymize`): messages as sent, tool arguments as the
+    model wrote them, the run's output as the model's last message;
+    `real_values=True` records the run's input as given, tool arguments as
+    the tool got them and the output as the caller got it instead.
+    `tracer_provider` / `meter_provider`: None for the global ones. Calling
+    it again replaces the settings; `uninstrument()` turns it off.
     """
     try:
         from opentelemetry import metrics, trace
@@ -65,7 +70,10 @@ def instrument(
     tracer = trace.get_tracer("onion", tracer_provider=tracer_provider)
     meter = metrics.get_meter("onion", meter_provider=meter_provider)
     compiled = tuple(re.compile(p) if isinstance(p, str) else p for p in patterns)
-    _chains.set_exporter(OpenTelemetry(tracer, meter, layers=layers, content=content, patterns=BUILTIN + compiled))
+    exporter = OpenTelemetry(
+        tracer, meter, layers=layers, content=content, patterns=BUILTIN + compiled, real_values=real_values
+    )
+    _chains.set_exporter(exporter)
 
 
 def uninstrument() -> None:
@@ -77,13 +85,21 @@ class OpenTelemetry:
     """Turns onion's spans into OpenTelemetry spans as they open and close, and records the metrics."""
 
     def __init__(
-        self, tracer: Any, meter: Any, *, layers: bool, content: bool, patterns: tuple[re.Pattern[str], ...]
+        self,
+        tracer: Any,
+        meter: Any,
+        *,
+        layers: bool,
+        content: bool,
+        patterns: tuple[re.Pattern[str], ...],
+        real_values: bool = False,
     ) -> None:
         from opentelemetry import context, trace
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
         self.layers = layers
         self.content = content
+        self.real_values = real_values
         self.patterns = patterns
         self._tracer = tracer
         self._attach, self._detach, self._in_context = context.attach, context.detach, trace.set_span_in_context
@@ -100,13 +116,14 @@ class OpenTelemetry:
         kind = self._client if span.kind == "model" else self._internal
         name = SPAN_NAMES[span.kind].format(span.name)
         opened = self._tracer.start_span(name, kind=kind, attributes=self._opening(span))
-        span.handle = (opened, self._attach(self._in_context(opened)))
+        given = len(span.ctx.messages) if span.kind == "run" else 0
+        span.handle = (opened, self._attach(self._in_context(opened)), given)
 
     def close(self, span: Span) -> None:
-        opened, token = span.handle
+        opened, token, given = span.handle
         span.handle = None
         self._detach(token)
-        opened.set_attributes(self._closing(span))
+        opened.set_attributes(self._closing(span, given))
         error = span.error
         if error is not None:
             self._failed(opened, error)
@@ -135,7 +152,7 @@ class OpenTelemetry:
                 "gen_ai.request.model": model_name(model),
                 "onion.run.id": ctx.id,
             }
-            if self.content:
+            if self.content and self.real_values:
                 found["gen_ai.input.messages"] = self._messages(ctx.messages)
             return found
         if isinstance(ctx, ModelCall):
@@ -151,11 +168,6 @@ class OpenTelemetry:
                 value = ctx.settings.get(setting)
                 if isinstance(value, int | float):
                     found[f"gen_ai.request.{setting}"] = value
-            if self.content:
-                system = [m.text for m in ctx.messages if m.role == "system"]
-                if system:
-                    found["gen_ai.system_instructions"] = self._json([{"type": "text", "content": t} for t in system])
-                found["gen_ai.input.messages"] = self._messages([m for m in ctx.messages if m.role != "system"])
             return found
         if isinstance(ctx, ToolBatch):
             return {"onion.tool_batch.size": len(ctx.calls), "onion.tool_batch.tools": [c.name for c in ctx.calls]}
@@ -166,12 +178,14 @@ class OpenTelemetry:
             "gen_ai.tool.call.id": ctx.id,
             "gen_ai.tool.type": "function",
         }
-        if self.content:
-            found["gen_ai.tool.call.arguments"] = self._json(ctx.args)
+        if self.content and not self.real_values:
+            found["gen_ai.tool.call.arguments"] = self._json(span.args if span.args is not None else ctx.args)
         return found
 
-    def _closing(self, span: Span) -> dict[str, Any]:
-        result = span.result
+    def _closing(self, span: Span, given: int) -> dict[str, Any]:
+        result, ctx = span.result, span.ctx
+        if self.content and span.kind == "model":  # as sent: after the layers that edit messages (pseudonymize)
+            return {**self._sent(ctx), **self._answered(span)}
         if span.kind == "layer":
             found: dict[str, Any] = {"onion.layer.passes": span.passes}
             facts = did(span)
@@ -183,10 +197,30 @@ class OpenTelemetry:
         if isinstance(result, RunResult):
             found = usage_attributes(result.usage)
             found["onion.run.status"] = result.status
-            found["onion.run.steps"] = span.ctx.steps
+            found["onion.run.steps"] = ctx.steps
             if self.content:
-                found["gen_ai.output.messages"] = self._json([{"role": "assistant", "parts": _text(result.output)}])
+                if not self.real_values:
+                    found["gen_ai.input.messages"] = self._messages(ctx.messages[:given])
+                output = result.output if self.real_values else _last_answer(ctx.messages)
+                found["gen_ai.output.messages"] = self._json([{"role": "assistant", "parts": _text(output)}])
             return found
+        if isinstance(ctx, ToolCall) and self.content and self.real_values:
+            return {**self._answered(span), "gen_ai.tool.call.arguments": self._json(ctx.args)}
+        return self._answered(span)
+
+    def _sent(self, call: ModelCall) -> dict[str, Any]:
+        """A model call's messages as sent: its system instructions and the others."""
+        found: dict[str, Any] = {}
+        system = [m.text for m in call.messages if m.role == "system"]
+        if system:
+            found["gen_ai.system_instructions"] = self._json([{"type": "text", "content": t} for t in system])
+        found["gen_ai.input.messages"] = self._messages([m for m in call.messages if m.role != "system"])
+        return found
+
+    def _answered(self, span: Span) -> dict[str, Any]:
+        """What a model call or tool call came to: its response or result."""
+        result = span.result
+        found: dict[str, Any]
         if isinstance(result, ModelResponse):
             found = {"gen_ai.response.finish_reasons": [result.stop_reason]}
             if result.model:
@@ -249,6 +283,11 @@ class OpenTelemetry:
         from middleware.patterns import scrub
 
         return scrub(text, self.patterns)
+
+
+def _last_answer(messages: list[Message]) -> str:
+    """The text of the model's last message in a run's history: its answer as the model wrote it."""
+    return next((message.text for message in reversed(messages) if message.role == "assistant"), "")
 
 
 def _message(message: Message) -> dict[str, Any]:

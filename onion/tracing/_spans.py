@@ -25,10 +25,13 @@ class Span:
     a `capture()` only: an exporter's finished spans are let go). For a
     layer, `passes` counts its calls of `call_next` and `inner_ns` the time
     they took, so its own time is `own_ns`. `ctx`, `result` and `error` are
-    the call's context, what it returned and what it raised.
+    the call's context, what it returned and what it raised: live objects,
+    so `ctx.args` of a tool call holds the arguments as its tool got them
+    (real values under `pseudonymize`); `args` holds them as the call was made.
     """
 
     __slots__ = (
+        "args",
         "children",
         "ctx",
         "end",
@@ -52,6 +55,9 @@ class Span:
         self.name = name
         """The layer's name for a layer; for a call, the model or tool name, or the agent's name for a run."""
         self.ctx = ctx
+        self.args: dict[str, Any] | None = None
+        """For a tool call, its arguments as the call was made, before its layers ran: what the model wrote
+        (placeholders under `pseudonymize`), as traces show them."""
         self.parent = parent
         self.children: list[Span] = []
         self.result: Any = None

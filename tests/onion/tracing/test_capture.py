@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+from pathlib import Path
 
 import pytest
 
-from middleware import cache, log, rate_limit, retry
+from middleware import cache, log, pseudonymize, rate_limit, retry
 from onion import Agent, Handler, ModelCall, ModelResponse, ToolCall, ToolRequest, ToolResult, tool, tracing
 from onion.errors import RateLimitedError
 from onion.hooks import Block, before_each_tool
@@ -213,3 +214,49 @@ async def test_a_capture_left_open_keeps_only_its_last_max_runs_runs() -> None:
     assert len(every) == 1_001
     with pytest.raises(ValueError, match=r"capture\(max_runs=0\): keep at least one run, or None for all"):
         tracing.capture(max_runs=0)
+
+
+PHONE = "+44 20 7946 0958"
+EMPLOYEE = "EMP-123456"
+
+
+async def pseudonymized_run() -> tuple[tracing.Trace, list[tuple[str, str]]]:
+    """A run under `pseudonymize` whose tool gets a phone number and an employee id restored, captured."""
+    got: list[tuple[str, str]] = []
+
+    @tool
+    def ring(phone: str, employee: str) -> str:
+        """Ring an employee."""
+        got.append((phone, employee))
+        return f"rang {employee} on {phone}"
+
+    asked = ToolRequest("c1", "ring", {"phone": "<PHONE_1>", "employee": "<EMPLOYEE_1>"})
+    agent = Agent(ScriptedModel([[asked], "Rang <EMPLOYEE_1>."]), tools=[ring])
+    agent.use(pseudonymize(EMPLOYEE=r"EMP-\d{6}"))
+    with tracing.capture() as trace:
+        assert (await agent.run(f"Ring {EMPLOYEE} on {PHONE}")).output == f"Rang {EMPLOYEE}."
+    return trace, got
+
+
+async def test_under_pseudonymize_the_tree_and_the_page_show_what_the_model_got_not_what_the_tool_got(
+    tmp_path: Path,
+) -> None:
+    """The tool runs with a phone number and `EMP-123456` restored; the tree and the page show the placeholders."""
+    trace, got = await pseudonymized_run()
+    assert got == [(PHONE, EMPLOYEE)]
+    page = trace.to_html(tmp_path / "trace.html").read_text()
+    for shown in (str(trace), page):
+        assert EMPLOYEE not in shown and "7946" not in shown
+    assert "tool ring(phone='<PHONE_1>', employee='<EMPLOYEE_1>')" in str(trace)
+    assert "tool ring(phone=&#x27;&lt;PHONE_1&gt;&#x27;" in page
+
+
+async def test_real_values_draws_the_arguments_the_tool_got() -> None:
+    """Asked for (`real_values=True`), the tree shows the arguments as the tool got them, restored."""
+    from onion.tracing._html import page
+    from onion.tracing._tree import tree
+
+    trace, _ = await pseudonymized_run()
+    [run] = trace.runs
+    assert f"tool ring(phone='{PHONE}', employee='{EMPLOYEE}')" in tree(run, real_values=True)
+    assert EMPLOYEE in page([run], real_values=True)

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from middleware import cache, log, redact, retry
+from middleware import cache, log, pseudonymize, redact, retry
 from onion import Agent, Handler, Message, ModelCall, ModelResponse, ToolRequest, Usage, tool, tracing
 from onion.providers import AnthropicModel
 from onion.testing import FakeProviderServer, HTTPError
@@ -286,6 +286,41 @@ async def test_no_span_holds_a_key_or_a_redacted_value_even_with_content(server:
     for secret in (KEY, USER_KEY, EMAIL, "hunter2-secret", "k" * 40):
         leaks = [text for text in texts if secret in text]
         assert not leaks, f"{secret!r} in {leaks[:3]}"
+
+
+@pytest.mark.parametrize("real_values", [False, True])
+async def test_under_pseudonymize_content_holds_what_the_model_got_unless_real_values(
+    server: FakeProviderServer, real_values: bool
+) -> None:
+    """With content=True the input, tool arguments and output are recorded with the placeholders the model saw;
+    `real_values=True` records what the tool and the user got instead."""
+    telemetry = Telemetry()
+    tracing.instrument(telemetry.tracer_provider, content=True, real_values=real_values)
+    try:
+
+        @tool
+        def ring(phone: str, employee: str) -> str:
+            """Ring an employee."""
+            return f"rang {employee}"
+
+        asked = ToolRequest("call_ring", "ring", {"phone": "<PHONE_1>", "employee": "<EMPLOYEE_1>"})
+        server.script([[asked], "Rang <EMPLOYEE_1>."])
+        model = AnthropicModel("claude-test", base_url=server.url, api_key=KEY)
+        agent = Agent(model, tools=[ring], middleware=[pseudonymize(EMPLOYEE=r"EMP-\d{6}")])
+        assert (await agent.run("Ring EMP-123456 on +44 20 7946 0958")).output == "Rang EMP-123456."
+        await model.aclose()
+    finally:
+        tracing.uninstrument()
+    attributes = {(span.name, key): str(value) for span in telemetry.spans() for key, value in span.attributes.items()}
+    run_output = attributes[("invoke_agent agent", "gen_ai.output.messages")]
+    arguments = attributes[("execute_tool ring", "gen_ai.tool.call.arguments")]
+    if real_values:
+        assert "Rang EMP-123456." in run_output and "EMP-123456" in arguments
+        return
+    assert "Rang <EMPLOYEE_1>." in run_output and "<EMPLOYEE_1>" in arguments
+    assert "<PHONE_1>" in attributes[("invoke_agent agent", "gen_ai.input.messages")]
+    leaks = [item for item in attributes.items() if "EMP-123456" in item[1] or "7946" in item[1]]
+    assert not leaks
 
 
 async def test_layers_true_adds_a_span_per_layer_pass_nested_in_chain_order(server: FakeProviderServer) -> None:
