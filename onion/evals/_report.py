@@ -69,7 +69,7 @@ class Report:
         passed = sum(case.passed for case in self.cases)
         return f"eval {self.name}: {passed} of {len(self.cases)} cases passed"
 
-    def to_text(self, *, width: int = 100) -> str:
+    def to_text(self, *, width: int = 120) -> str:
         """The table: a row per case (result, checks passed, tokens) and its failing checks, wrapped at `width`."""
         name_width = min(max([len(case.name) for case in self.cases] + [4]), 40)
         head = f"{'case':<{name_width}}  result  checks  tokens  failing checks"
@@ -83,7 +83,7 @@ class Report:
             row += f"{case.usage.total_tokens:>6}  "
             indent = " " * len(row)
             room = max(width - len(row), 30)
-            wrapped = [line for text in failing for line in textwrap.wrap(text, room, subsequent_indent="    ")]
+            wrapped = [line for text in failing for line in _wrap(text, room)]
             lines.append((row + (wrapped[0] if wrapped else "")).rstrip())
             lines.extend(indent + line for line in wrapped[1:])
         return "\n".join(lines) + "\n"
@@ -126,3 +126,7 @@ def _case_row(case: CaseResult) -> str:
         f"<td>{case.usage.total_tokens}</td><td><pre>{escape(case.input)}</pre></td>"
         f"<td><pre>{escape(case.output)}</pre></td></tr>"
     )
+
+
+def _wrap(text: str, room: int) -> list[str]:
+    return textwrap.wrap(text, room, subsequent_indent="    ", break_on_hyphens=False)
