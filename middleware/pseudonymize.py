@@ -4,12 +4,10 @@ tools and the user get the real values."""
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 from onion import (
     Handler,
@@ -31,9 +29,19 @@ from onion import (
 from onion.errors import RunStateError
 
 from ._message_memo import MessageMemo
+from ._vault import PROCESS_VAULT, MemoryVault, Vault, vault_key
 from .patterns import CARD_NUMBER, EMAIL, IBAN, PHONE, iban_valid, luhn_valid, phone_valid
 
-__all__ = ["MemoryVault", "Pseudonyms", "RestoredEvents", "RestoredStream", "Vault", "pseudonymize"]
+__all__ = [
+    "PROCESS_VAULT",
+    "MemoryVault",
+    "Pseudonyms",
+    "RestoredEvents",
+    "RestoredStream",
+    "Vault",
+    "pseudonymize",
+    "vault_key",
+]
 
 Rule = tuple[str, re.Pattern[str], Callable[[str], bool] | None]
 
@@ -100,57 +108,6 @@ class Pseudonyms:
         return value
 
 
-class Vault(Protocol):
-    """Where `pseudonymize` keeps the real values behind a run's (or a session's) placeholders between runs.
-
-    Keys are `run:<run id>` (a paused run) and `session:<session id>`;
-    values map each placeholder to its real value. Whatever holds them
-    holds personal data: encrypt it, or keep it in memory (`MemoryVault`).
-    """
-
-    async def get(self, key: str) -> dict[str, str] | None: ...
-
-    async def set(self, key: str, values: dict[str, str]) -> None: ...
-
-    async def delete(self, key: str) -> None: ...
-
-
-class MemoryVault:
-    """The default `Vault`: this process's memory, the `max_entries` most recently used mappings.
-
-    Gone when the process ends: a run paused here resumes with its real
-    values only in this process. One vault may serve several threads, each
-    with its own event loop: every read and write holds one lock.
-    """
-
-    def __init__(self, max_entries: int = 10_000) -> None:
-        self.max_entries = max_entries
-        self._entries: OrderedDict[str, dict[str, str]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    async def get(self, key: str) -> dict[str, str] | None:
-        with self._lock:
-            values = self._entries.get(key)
-            if values is None:
-                return None
-            self._entries.move_to_end(key)
-            return dict(values)
-
-    async def set(self, key: str, values: dict[str, str]) -> None:
-        with self._lock:
-            self._entries[key] = dict(values)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
-
-    async def delete(self, key: str) -> None:
-        with self._lock:
-            self._entries.pop(key, None)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
 class pseudonymize:
     """Replace personal data with stable placeholders in the run's history; tools and the user get the real values.
 
@@ -172,13 +129,15 @@ class pseudonymize:
     is held until whole). Placeholders the run never made are left as they
     are.
 
-    The mapping lives in `vault` (a `MemoryVault` of this process by
-    default): under the run's id while it is paused, and under the session
-    for a run on one. A paused (or crashed) run resumed where the vault does
-    not have its values raises `RunStateError` before anything runs; give
-    every process one shared `Vault` to resume anywhere. A new run whose
-    history holds placeholders it has no values for leaves them as they are
-    and numbers new values after them.
+    The mapping lives in `vault` (by default `PROCESS_VAULT`, this
+    process's memory, shared by every layer given none): under the run's id
+    while it is paused, and under the session for a run on one, each scoped
+    by the agent's store (`vault_key`). A paused (or crashed) run resumed
+    where the vault does not have its values raises `RunStateError` before
+    anything runs; give every process one shared `Vault` to resume anywhere.
+    A new run whose history holds placeholders it has no values for leaves
+    them as they are and numbers new values after them; a run on a session
+    takes only the values of placeholders its session's history holds.
     """
 
     __slots__ = ("_memos", "_runs", "rules", "vault")
@@ -209,7 +168,7 @@ class pseudonymize:
         if vault is not None and not all(callable(getattr(vault, name, None)) for name in ("get", "set", "delete")):
             raise TypeError(f"pseudonymize: vault must have async get, set and delete methods (a Vault), got {vault!r}")
         self.rules: tuple[Rule, ...] = tuple(rules)
-        self.vault: Vault = vault if vault is not None else MemoryVault()
+        self.vault: Vault = vault if vault is not None else PROCESS_VAULT
         self._runs: dict[Run, Pseudonyms] = {}
         """The placeholders of each running run."""
         self._memos: dict[Run, MessageMemo] = {}
@@ -279,7 +238,7 @@ class pseudonymize:
             result: RunResult = await call_next(run)
             return result
         going_on = run.steps > 0  # resumed after a pause, or recovered from the journal
-        pseudonyms = await self._pseudonyms(run, going_on)
+        pseudonyms, forgotten = await self._pseudonyms(run, going_on)
         self._runs[run] = pseudonyms
         self._memos[run] = MessageMemo()
         emit = run.emit
@@ -291,29 +250,46 @@ class pseudonymize:
             result = await call_next(run)
         except BaseException:
             if pseudonyms.values:  # a failed run can be resumed from its journal
-                await self.vault.set(f"run:{run.id}", pseudonyms.values)
+                await self.vault.set(vault_key("run", run.id, run.agent.store), pseudonyms.values)
             raise
         finally:
             del self._runs[run], self._memos[run]
             run.emit = emit
+        if result.paused:
+            if pseudonyms.values:
+                await self.vault.set(vault_key("run", run.id, run.agent.store), pseudonyms.values)
+            return result
+        session = _session_key(run)
+        if session is not None and (pseudonyms.values or forgotten):
+            await self._keep(session, pseudonyms.values)
         if pseudonyms.values:
-            if result.paused:
-                await self.vault.set(f"run:{run.id}", pseudonyms.values)
-            else:
-                if run.session is not None:
-                    await self.vault.set(f"session:{run.session}", pseudonyms.values)
-                if going_on:
-                    await self.vault.delete(f"run:{run.id}")
-                result.output = _restored_output(run, result.output, pseudonyms)
+            if going_on:
+                await self.vault.delete(vault_key("run", run.id, run.agent.store))
+            result.output = _restored_output(run, result.output, pseudonyms)
         return result
 
-    async def _pseudonyms(self, run: Run, going_on: bool) -> Pseudonyms:
-        """The run's mapping: from the vault (its run, else its session), or a `RunState` of an older onion."""
+    async def _keep(self, key: str, values: dict[str, str]) -> None:
+        """`values` under `key` in the vault; none: the key deleted."""
+        if values:
+            await self.vault.set(key, values)
+        else:
+            await self.vault.delete(key)
+
+    async def _pseudonyms(self, run: Run, going_on: bool) -> tuple[Pseudonyms, bool]:
+        """The run's mapping: from the vault (its run, else its session), or a `RunState` of an older onion.
+
+        From its session, only the values of placeholders the session's history still holds (none once it was
+        cleared); the flag says the vault kept others, to forget when the run completes.
+        """
         values = run.private.pop(_KEY, None)
+        forgotten, session = False, _session_key(run)
         if values is None and going_on:
-            values = await self.vault.get(f"run:{run.id}")
-        if values is None and run.session is not None:
-            values = await self.vault.get(f"session:{run.session}")
+            values = await self.vault.get(vault_key("run", run.id, run.agent.store))
+        if values is None and session is not None:
+            kept = await self.vault.get(session) or {}
+            held = {found for message in run.messages[: run.session_from] for found in _placeholders(message)}
+            values = {placeholder: value for placeholder, value in kept.items() if placeholder in held}
+            forgotten = len(values) < len(kept)
         pseudonyms = Pseudonyms(values)
         unknown = {found for message in run.messages for found in _placeholders(message)} - pseudonyms.values.keys()
         if unknown and going_on:
@@ -324,7 +300,7 @@ class pseudonymize:
                 "pseudonymize(vault=...)"
             )
         pseudonyms.skip(unknown)
-        return pseudonyms
+        return pseudonyms, forgotten
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
         """Puts placeholders in the history and the request, and in the answer; streamed text shows real values."""
@@ -358,6 +334,17 @@ class pseudonymize:
         if hidden == content:
             return result
         return ToolResult(hidden, is_error=result.is_error, call_id=result.call_id, value=result.value)
+
+
+def _session_key(run: Run) -> str | None:
+    """Where the vault keeps the values of `run`'s session; None without one, or when its store is not the agent's.
+
+    A `Session` of another store given to an agent without one: the run does
+    not say which store, so its values are not kept for the next run there.
+    """
+    if run.session is None or run.agent.store is None:
+        return None
+    return vault_key("session", run.session, run.agent.store)
 
 
 def _with_message(response: ModelResponse, message: Message) -> ModelResponse:

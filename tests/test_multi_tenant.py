@@ -5,6 +5,11 @@ SDK over HTTP to the fake provider server, with `redact`, `log` and
 `cache(tools=True, key=...)` on SQLite, and a tool that reads the user from
 its context. Afterwards every result, every request the server received,
 every log record and the cache file is scanned for each user's data.
+
+Then two tenants: two agents sharing one policy stack with `pseudonymize`,
+each with its own store, the same session ids and so the same placeholders:
+nothing of one tenant's customers reaches the other's results, model
+requests, logs, journals, sessions or traces.
 """
 
 from __future__ import annotations
@@ -19,12 +24,16 @@ from typing import Any
 
 import pytest
 
-from middleware import cache, log, redact
+from middleware import cache, log, pseudonymize, redact
 from middleware.cache import SQLiteStore
-from onion import Agent, ToolCall, tool
+from onion import Agent, ModelCall, Stack, ToolCall, ToolRequest, tool, tracing
 from onion.providers import AnthropicModel
-from onion.testing import FakeProviderServer, call
+from onion.stores import RedisStore
+from onion.stores import SQLiteStore as SQLiteRunStore
+from onion.testing import FakeProviderServer, FunctionModel, call
 from onion.testing.server import RecordedRequest
+from onion.tracing._html import page
+from onion.tracing._tree import tree
 
 USERS = {f"u{n:02d}": (f"user{n:02d}@corp.example", f"ORD-{n:02d}-{secrets.token_hex(4)}") for n in range(20)}
 OWNER = {marker: user for user, data in USERS.items() for marker in data}
@@ -60,9 +69,11 @@ def answer(request: RecordedRequest) -> Any:
 class Records(logging.Handler):
     def __init__(self) -> None:
         super().__init__()
+        self.records: list[logging.LogRecord] = []
         self.lines: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
         self.lines.append(record.getMessage())
 
 
@@ -116,3 +127,113 @@ async def test_two_hundred_runs_for_twenty_users_never_mix_their_data(tmp_path: 
     text = stored.decode("utf-8", "replace")
     assert not any(email in text for email, _ in USERS.values()), "a raw e-mail was written to the cache file"
     assert sum(order in text for _, order in USERS.values()) == 20, "each user's tool result is cached, under its key"
+
+
+SESSIONS = [f"s{n:02d}" for n in range(50)]
+CUSTOMERS = {
+    (tenant, session): (f"{session}.{tenant}@{tenant}-customers.example", f"CUST-{tenant.upper()}-{n:04d}")
+    for tenant in ("a", "b")
+    for n, session in enumerate(SESSIONS)
+}
+"""Each tenant's customer on each session: an e-mail address and a customer id (`<EMAIL_1>`, `<CUSTOMER_1>`)."""
+TENANT_OF = {value: tenant for (tenant, _), values in CUSTOMERS.items() for value in values}
+CUSTOMER_VALUES = re.compile("|".join(re.escape(value) for value in TENANT_OF))
+
+
+def tenants_in(text: str) -> set[str]:
+    """The tenants whose customers' values `text` holds."""
+    return {TENANT_OF[found] for found in CUSTOMER_VALUES.findall(text)}
+
+
+mailed: list[tuple[str, str | None, str, str]] = []
+
+
+@tool
+def send_mail(to: str, body: str, call: ToolCall) -> str:
+    """Send an e-mail."""
+    mailed.append((call.run.agent.name, call.run.session, to, body))
+    return f"sent to {to}: {body}"
+
+
+def customer_service(seen: list[tuple[str, str]]) -> FunctionModel:
+    """A model that greets, mails and confirms with placeholders only, recording each request it gets."""
+
+    def answer(call: ModelCall) -> Any:
+        seen.append((call.run.id, json.dumps([m.to_dict() for m in call.messages], ensure_ascii=False)))
+        last = call.messages[-1]
+        if last.role == "tool":
+            return "Sent to <EMAIL_1> for <CUSTOMER_1>."
+        if last.text.startswith("I am"):
+            return "Noted, <CUSTOMER_1> at <EMAIL_1>."
+        return [ToolRequest(f"mail-{call.run.id}", "send_mail", {"to": "<EMAIL_1>", "body": "Dear <CUSTOMER_1>"})]
+
+    return FunctionModel(answer)
+
+
+@pytest.mark.parametrize("stores", ["sqlite files", "redis namespaces"])
+async def test_two_tenants_sharing_one_pseudonymize_policy_never_see_each_others_customers(
+    stores: str, tmp_path: Path, records: Records, request: pytest.FixtureRequest
+) -> None:
+    """Two agents, one policy stack (`pseudonymize` outside `log`), two stores: on the same 50 session ids, 100
+    concurrent first turns and 100 concurrent second turns (every customer is `<EMAIL_1>` and `<CUSTOMER_1>`).
+    Each result and each mail has its own customer's values; the model, the journals and the sessions get
+    placeholders only; no log record or trace of a run holds the other tenant's values. After tenant a's sessions
+    are cleared, its 50 runs that type `<EMAIL_1>` get it back as typed."""
+    if stores == "sqlite files":
+        store_a, store_b = SQLiteRunStore(tmp_path / "a.db"), SQLiteRunStore(tmp_path / "b.db")
+    else:
+        url, tag = request.getfixturevalue("redis_url"), secrets.token_hex(4)
+        store_a, store_b = RedisStore(url, namespace=f"a{tag}"), RedisStore(url, namespace=f"b{tag}")
+    policy = Stack(pseudonymize(CUSTOMER=r"CUST-[AB]-\d{4}"), log(payloads=True), name="policy")
+    seen: dict[str, list[tuple[str, str]]] = {"a": [], "b": []}
+    agents = {
+        tenant: Agent(customer_service(seen[tenant]), tools=[send_mail], store=store, middleware=[policy], name=tenant)
+        for tenant, store in (("a", store_a), ("b", store_b))
+    }
+    runs: dict[str, str] = {}  # run id -> tenant
+    mailed.clear()
+
+    async def turn(tenant: str, session: str, text: str) -> tuple[str, str, str]:
+        result = await agents[tenant].run(text, session=session)
+        runs[result.run_id] = tenant
+        return tenant, session, result.output
+
+    everyone = [(tenant, session) for session in SESSIONS for tenant in ("a", "b")]
+    try:
+        with tracing.capture(max_runs=None) as trace:
+            first = await asyncio.gather(*(turn(t, s, "I am {}, {}".format(*CUSTOMERS[t, s])) for t, s in everyone))
+            second = await asyncio.gather(*(turn(t, s, "mail me") for t, s in everyone))
+        for tenant, session, output in first:
+            email, customer = CUSTOMERS[tenant, session]
+            assert output == f"Noted, {customer} at {email}."
+        for tenant, session, output in second:
+            email, customer = CUSTOMERS[tenant, session]
+            assert output == f"Sent to {email} for {customer}."
+        assert sorted(mailed) == sorted((t, s, CUSTOMERS[t, s][0], f"Dear {CUSTOMERS[t, s][1]}") for t, s in everyone)
+
+        for tenant, store in (("a", store_a), ("b", store_b)):
+            assert len(seen[tenant]) == 150 and all(runs[run_id] == tenant for run_id, _ in seen[tenant])
+            assert not any(tenants_in(sent) for _, sent in seen[tenant]), "a real value reached the model"
+            own = [run_id for run_id, of in runs.items() if of == tenant]
+            journals = [json.dumps(await store.journal(run_id), ensure_ascii=False) for run_id in own]
+            assert len(journals) == 100 and not any(tenants_in(journal) for journal in journals)
+            sessions = [json.dumps([m.to_dict() for m in await store.session(s).messages()]) for s in SESSIONS]
+            assert all("<EMAIL_1>" in session for session in sessions)
+            assert not any(tenants_in(session) for session in sessions)
+        assert len(trace) == 200
+        for span in trace:
+            tenant = runs[span.ctx.id]
+            assert tenants_in(tree(span) + page([span])) <= {tenant}
+        logged = [record for record in records.records if record.run_id in runs]
+        assert len(logged) > 400
+        for record in logged:
+            assert tenants_in(record.getMessage()) <= {runs[record.run_id]}
+
+        mailed.clear()
+        await asyncio.gather(*(store_a.session(session).clear() for session in SESSIONS))
+        again = await asyncio.gather(*(turn("a", s, "mail <EMAIL_1> about <CUSTOMER_1>") for s in SESSIONS))
+        assert all(output == "Sent to <EMAIL_1> for <CUSTOMER_1>." for _, _, output in again)
+        assert sorted(mailed) == [("a", s, "<EMAIL_1>", "Dear <CUSTOMER_1>") for s in SESSIONS]
+    finally:
+        await store_a.aclose()
+        await store_b.aclose()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -15,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from middleware import approve, pseudonymize
-from middleware.pseudonymize import MemoryVault, Pseudonyms, RestoredStream
+from middleware.pseudonymize import MemoryVault, Pseudonyms, RestoredStream, vault_key
 from onion import (
     Agent,
     Image,
@@ -316,7 +317,8 @@ async def test_a_failed_run_recovered_from_the_journal_needs_its_values_in_the_v
     assert real_values_in(json.dumps(await store.journal(record.run_id))) == []
 
     rest = [[ToolRequest("c2", "send_mail", {"to": "<EMAIL_2>", "body": "from <EMAIL_1>"})], "Done."]
-    elsewhere = Agent(ScriptedModel(rest), tools=[find_address, send_mail], store=store).use(pseudonymize)
+    another_process = pseudonymize(vault=MemoryVault())
+    elsewhere = Agent(ScriptedModel(rest), tools=[find_address, send_mail], store=store).use(another_process)
     with pytest.raises(RunStateError, match=r"placeholders \(<EMAIL_1>\)"):
         await elsewhere.recover(record.run_id)
     assert received == []
@@ -332,7 +334,7 @@ async def test_an_approver_can_see_the_real_arguments_of_a_pending_call_through_
     state = (await Agent(model, tools=[send_mail]).use(layer, approve("send_mail")).run(f"mail {EMAIL}")).to_state()
     (call,) = state.pending
     assert call.args == {"to": "<EMAIL_1>", "body": "hi"}
-    values = await layer.vault.get(f"run:{state.run_id}")
+    values = await layer.vault.get(vault_key("run", state.run_id, None))
     assert Pseudonyms(values).restore_value(call.args) == {"to": EMAIL, "body": "hi"}
 
 
@@ -358,3 +360,135 @@ def test_a_memory_vault_read_in_one_thread_and_evicted_in_another_never_raises()
     assert asyncio.run(vault.get("run:a")) == {"<EMAIL_1>": EMAIL}
     writer.join()
     assert asyncio.run(vault.get("run:b")) == {"<EMAIL_1>": "b"}
+
+
+@pytest.mark.parametrize("forget", ["clear", "clear_and_delete_runs"])
+async def test_after_a_session_is_cleared_its_earlier_values_are_never_restored(forget: str) -> None:
+    """The session `s` held Jane's `<EMAIL_1>`; it is cleared (and its runs deleted). The next person on `s` who
+    types `<EMAIL_1>` gets `<EMAIL_1>` as typed, in the tool call and in the output, never Jane's address; and
+    that run's end deletes her values from the vault."""
+    from onion.stores import MemoryStore
+
+    received.clear()
+    store, vault = MemoryStore(), MemoryVault()
+    model = ScriptedModel(
+        [
+            "Noted, <EMAIL_1>.",
+            [ToolRequest("c1", "send_mail", {"to": "<EMAIL_1>", "body": "hi"})],
+            "Mailed <EMAIL_1>.",
+        ]
+    )
+    agent = Agent(model, tools=[send_mail], store=store).use(pseudonymize(vault=vault))
+    first = await agent.run(f"I am {EMAIL}", session="s")
+    assert first.output == f"Noted, {EMAIL}." and len(vault) == 1
+    await store.session("s").clear()
+    if forget == "clear_and_delete_runs":
+        await store.delete_run(first.run_id)
+
+    result = await agent.run("mail <EMAIL_1> please", session="s")
+    assert received == ["<EMAIL_1>"]
+    assert result.output == "Mailed <EMAIL_1>."
+    assert len(vault) == 0
+
+
+ANA = "ana.lima@tenant-a.example"
+BEN = "ben.ross@tenant-b.example"
+
+
+@pytest.mark.parametrize("stores", ["memory", "sqlite", "redis namespaces"])
+async def test_two_tenants_sharing_one_policy_stack_never_get_each_others_values(
+    stores: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """One `pseudonymize` in one `Stack`, two agents with two stores (or two Redis namespaces), the same session id:
+    each tenant's `<EMAIL_1>` comes back as its own customer's address, whichever tenant wrote last."""
+    from onion import Stack
+    from onion.stores import MemoryStore, RedisStore
+
+    if stores == "memory":
+        store_a, store_b = MemoryStore(), MemoryStore()
+    elif stores == "sqlite":
+        store_a, store_b = SQLiteStore(tmp_path / "a.db"), SQLiteStore(tmp_path / "b.db")
+    else:
+        url = request.getfixturevalue("redis_url")
+        tag = os.urandom(4).hex()
+        store_a, store_b = RedisStore(url, namespace=f"a{tag}"), RedisStore(url, namespace=f"b{tag}")
+    policy = Stack(pseudonymize, name="policy")
+
+    def agent(store: Any) -> Agent[str]:
+        script = ["Noted, <EMAIL_1>.", [ToolRequest("c1", "send_mail", {"to": "<EMAIL_1>", "body": "hi"})], "Sent."]
+        return Agent(ScriptedModel(script), tools=[send_mail], store=store, middleware=[policy])
+
+    tenant_a, tenant_b = agent(store_a), agent(store_b)
+    received.clear()
+    try:
+        assert (await tenant_a.run(f"I am {ANA}", session="s1")).output == f"Noted, {ANA}."
+        assert (await tenant_b.run(f"I am {BEN}", session="s1")).output == f"Noted, {BEN}."
+        await tenant_a.run("mail me", session="s1")
+        await tenant_b.run("mail me", session="s1")
+        assert received == [ANA, BEN]
+    finally:
+        await store_a.aclose()
+        await store_b.aclose()
+
+
+async def test_vault_keys_keep_stores_and_namespaces_apart_and_name_one_store_alike_everywhere(
+    tmp_path: Path,
+) -> None:
+    """Two memory stores, two SQLite files, two Redis namespaces or databases: different keys for one run id.
+    The same file or Redis namespace opened again (another process): the same key, so a shared vault resumes
+    there. No key holds a path, a host or a password."""
+    from onion.stores import MemoryStore, RedisStore
+
+    def key(store: object | None) -> str:
+        return vault_key("run", "run-1", store)
+
+    redis = "redis://:hunter2@10.0.0.5:6380/2"
+    apart = [
+        None,
+        MemoryStore(),
+        MemoryStore(),
+        SQLiteStore(tmp_path / "a.db"),
+        SQLiteStore(tmp_path / "b.db"),
+        RedisStore(redis, namespace="a"),
+        RedisStore(redis, namespace="b"),
+        RedisStore("redis://10.0.0.5:6380/3", namespace="a"),
+        RedisStore("unix:///run/redis.sock?db=2&password=hunter2", namespace="a"),
+    ]
+    again = [SQLiteStore(tmp_path / "a.db"), RedisStore("redis://other:secret@10.0.0.5:6380/2", namespace="a")]
+    assert len({key(store) for store in apart}) == len(apart)
+    assert [key(store) for store in again] == [key(apart[3]), key(apart[5])]
+    assert all(key(store).startswith("run:") and key(store).endswith(":run-1") for store in apart)
+    assert not any(word in key(store) for store in apart for word in ("hunter2", "10.0.0.5", "a.db", "redis"))
+    for store in [*apart[3:], *again]:
+        await store.aclose()  # type: ignore[union-attr]
+
+
+async def test_sessions_given_to_agents_without_a_store_keep_no_values_rather_than_mix_tenants() -> None:
+    """Two agents without a store share one layer, each on session `s1` of its own store: the run cannot say which
+    store its session is in, so the next turn's `<EMAIL_1>` stays a placeholder rather than become the other
+    tenant's customer."""
+    from onion.stores import MemoryStore
+
+    layer = pseudonymize()
+    script = ["Noted, <EMAIL_1>.", [ToolRequest("c1", "send_mail", {"to": "<EMAIL_1>", "body": "hi"})], "Sent."]
+    tenant_a = Agent(ScriptedModel(script), tools=[send_mail]).use(layer)
+    tenant_b = Agent(ScriptedModel(script), tools=[send_mail]).use(layer)
+    session_a, session_b = MemoryStore().session("s1"), MemoryStore().session("s1")
+    received.clear()
+    assert (await tenant_a.run(f"I am {ANA}", session=session_a)).output == f"Noted, {ANA}."
+    await tenant_b.run(f"I am {BEN}", session=session_b)
+    await tenant_a.run("mail me", session=session_a)
+    assert received == ["<EMAIL_1>"]
+
+
+async def test_a_session_keeps_its_values_across_agents_built_per_request(tmp_path: Path) -> None:
+    """An agent built for each request with a bare `pseudonymize` (a new layer each time): the session's next turn
+    still reads its real address, from the process's default vault."""
+    with SQLiteStore(tmp_path / "onion.db") as store:
+
+        def per_request(answer: str) -> Agent[str]:
+            return Agent(ScriptedModel([answer]), store=store).use(pseudonymize)
+
+        await per_request("Noted.").run(f"I am {EMAIL}", session="s")
+        result = await per_request("Your address is <EMAIL_1>.").run("what is my address?", session="s")
+    assert result.output == f"Your address is {EMAIL}."
