@@ -26,7 +26,7 @@ from onion import (
     ToolResultEvent,
     output_schema,
 )
-from onion.errors import RunStateError
+from onion.errors import MiddlewareError, RunBusy, RunStateError
 
 from ._message_memo import MessageMemo
 from ._vault import PROCESS_VAULT, MemoryVault, Vault, vault_key
@@ -318,14 +318,27 @@ class pseudonymize:
         return _with_message(response, self.message(response.message, pseudonyms))
 
     async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
-        """Runs the tool with its arguments restored; its result goes on with placeholders."""
+        """Runs the tool with its arguments restored; its result, or the error it raised, goes on with placeholders.
+
+        An error whose text holds a value to hide becomes its error result here, worded as onion words it.
+        """
         pseudonyms = self._runs.get(call.run)
         if pseudonyms is None:
             raise RuntimeError("pseudonymize is a run and tool layer: add it with agent.use(...), not to one chain")
         call.args = pseudonyms.restore_value(call.args)
         if call.raw_args is not None:
             call.raw_args = pseudonyms.restore(call.raw_args)
-        result: ToolResult = await call_next(call)
+        try:
+            result: ToolResult = await call_next(call)
+        except (MiddlewareError, RunBusy):
+            raise
+        except Exception as error:  # its text becomes the error result journaled: with placeholders too
+            failure = f"{type(error).__name__}: {error}"
+            hidden_failure = self.text(failure, pseudonyms)
+            if hidden_failure == failure:
+                raise
+            outcome = "gave no result" if call.left_running else "failed"
+            return ToolResult(f"Tool {call.name} {outcome}: {hidden_failure}", is_error=True, call_id=call.id)
         content = result.content
         if isinstance(content, str):
             hidden: str | list[Any] = self.text(content, pseudonyms)

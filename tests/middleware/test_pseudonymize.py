@@ -492,3 +492,38 @@ async def test_a_session_keeps_its_values_across_agents_built_per_request(tmp_pa
         await per_request("Noted.").run(f"I am {EMAIL}", session="s")
         result = await per_request("Your address is <EMAIL_1>.").run("what is my address?", session="s")
     assert result.output == f"Your address is {EMAIL}."
+
+
+@tool
+def check_mailbox(to: str) -> str:
+    """Check that a mailbox exists."""
+    raise LookupError(f"no mailbox for {to}")
+
+
+async def test_a_tools_error_with_a_real_value_is_kept_with_its_placeholder(tmp_path: Path) -> None:
+    """A tool raises an error naming the real address while another call of its batch waits for approval: the
+    SQLite journal and the paused state's `answered` list hold `<EMAIL_1>`, never the address; the model reads
+    the error with the placeholder."""
+    model = ScriptedModel(
+        [
+            [
+                ToolRequest("c1", "check_mailbox", {"to": "<EMAIL_1>"}),
+                ToolRequest("c2", "send_mail", {"to": "<EMAIL_1>", "body": "hi"}),
+            ],
+            "The mailbox <EMAIL_1> does not exist.",
+        ]
+    )
+    with SQLiteStore(tmp_path / "onion.db") as store:
+        agent = Agent(model, tools=[check_mailbox, send_mail], store=store).use(pseudonymize, approve("send_mail"))
+        paused = await agent.run(f"mail {EMAIL}")
+        state = paused.to_state()
+        (answer,) = state.answered
+        assert answer.text == "Tool check_mailbox failed: LookupError: no mailbox for <EMAIL_1>"
+        assert real_values_in(state.to_json()) == []
+        assert real_values_in(json.dumps(await store.journal(paused.run_id))) == []
+        assert real_values_in(b"".join(file.read_bytes() for file in tmp_path.iterdir())) == []
+        state.reject("c2", "no")
+        result = await agent.resume(state)
+    assert result.output == f"The mailbox {EMAIL} does not exist."
+    sent = [m.text for m in model.requests[-1].messages]
+    assert "Tool check_mailbox failed: LookupError: no mailbox for <EMAIL_1>" in sent
