@@ -3,6 +3,7 @@ tools and the user get the real values."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import replace
@@ -97,6 +98,12 @@ class Pseudonyms:
             return text
         return PLACEHOLDER.sub(lambda match: self.values.get(match.group(), match.group()), text)
 
+    def restore_json(self, text: str) -> str:
+        """`text` (JSON) with every placeholder of this run replaced by its real value escaped as in a JSON string."""
+        if "<" not in text or not self.values:
+            return text
+        return PLACEHOLDER.sub(lambda match: _in_json(self.values.get(match.group(), match.group())), text)
+
     def restore_value(self, value: Any) -> Any:
         """`value` (JSON-like data) with the placeholders in its strings restored."""
         if isinstance(value, str):
@@ -106,6 +113,11 @@ class Pseudonyms:
         if isinstance(value, list | tuple):
             return [self.restore_value(item) for item in value]
         return value
+
+
+def _in_json(value: str) -> str:
+    """`value` as the inside of a JSON string: quotes, backslashes and control characters escaped."""
+    return json.dumps(value, ensure_ascii=False)[1:-1]
 
 
 class pseudonymize:
@@ -243,7 +255,7 @@ class pseudonymize:
         self._memos[run] = MessageMemo()
         emit = run.emit
         if emit is not None:
-            run.emit = RestoredEvents(emit, pseudonyms)
+            run.emit = RestoredEvents(emit, pseudonyms, json_text=run.output_type is not str)
         try:
             run.input = self._input(run.input, pseudonyms)
             self._memos[run].rewrite(run.messages, partial(self.message, pseudonyms=pseudonyms))
@@ -311,7 +323,7 @@ class pseudonymize:
         memo.rewrite(call.run.messages, hide)
         memo.rewrite(call.messages, hide)
         if call.run.emit is not None:
-            with call.edit_stream(RestoredStream(pseudonyms)):
+            with call.edit_stream(RestoredStream(pseudonyms, json_text=call.output_type is not str)):
                 response: ModelResponse = await call_next(call)
         else:
             response = await call_next(call)
@@ -374,21 +386,24 @@ class RestoredEvents:
 
     Text deltas arrive restored already (`RestoredStream`, holding back a
     split placeholder); whole ones (a model that does not stream, a cache
-    hit) are restored here.
+    hit) are restored here. `json_text`: the model answers in JSON (a typed
+    run), so values restored into its text are escaped as JSON.
     """
 
-    __slots__ = ("emit", "pseudonyms")
+    __slots__ = ("emit", "pseudonyms", "restore_text")
 
-    def __init__(self, emit: Callable[[Any], None], pseudonyms: Pseudonyms) -> None:
+    def __init__(self, emit: Callable[[Any], None], pseudonyms: Pseudonyms, *, json_text: bool = False) -> None:
         self.emit = emit
         self.pseudonyms = pseudonyms
+        self.restore_text = pseudonyms.restore_json if json_text else pseudonyms.restore
 
     def __call__(self, event: Any) -> None:
         restore = self.pseudonyms.restore
         if isinstance(event, TextDelta):
-            event = TextDelta(restore(event.text))
+            event = TextDelta(self.restore_text(event.text))
         elif isinstance(event, ModelCallFinished):
-            event = ModelCallFinished(_restored(event.response, self.pseudonyms), event.usage, event.cached)
+            response = _restored(event.response, self.pseudonyms, self.restore_text)
+            event = ModelCallFinished(response, event.usage, event.cached)
         elif isinstance(event, ToolCallStarted):
             event = ToolCallStarted(event.id, event.name, self.pseudonyms.restore_value(event.args))
         elif isinstance(event, ToolResultEvent):
@@ -401,8 +416,9 @@ class RestoredEvents:
         self.emit(event)
 
 
-def _restored(response: ModelResponse, pseudonyms: Pseudonyms) -> ModelResponse:
-    """`response` with the run's placeholders in its text and tool-call arguments replaced by the real values."""
+def _restored(response: ModelResponse, pseudonyms: Pseudonyms, restore_text: Callable[[str], str]) -> ModelResponse:
+    """`response` with the run's placeholders in its text (`restore_text`) and tool-call arguments replaced by the
+    real values."""
     message = response.message
     calls = [
         ToolRequest(
@@ -413,7 +429,7 @@ def _restored(response: ModelResponse, pseudonyms: Pseudonyms) -> ModelResponse:
         )
         for call in message.tool_calls
     ]
-    return _with_message(response, replace(message, text=pseudonyms.restore(message.text), tool_calls=calls))
+    return _with_message(response, replace(message, text=restore_text(message.text), tool_calls=calls))
 
 
 def _placeholders(message: Message) -> set[str]:
@@ -425,11 +441,12 @@ def _placeholders(message: Message) -> set[str]:
 
 
 def _restored_output(run: Run, output: Any, pseudonyms: Pseudonyms) -> Any:
-    """The final answer with the real values: its text restored, a typed one validated again from it."""
+    """The final answer with the real values: its text restored, a typed one validated again from its JSON (the
+    values restored into it escaped as JSON)."""
     if isinstance(output, str):
         return pseudonyms.restore(output)
     text = run.messages[-1].text if run.messages else ""
-    restored = pseudonyms.restore(text)
+    restored = pseudonyms.restore_json(text)
     return output if restored == text else output_schema(run.output_type).validate(restored)
 
 
@@ -438,12 +455,15 @@ class RestoredStream:
 
     Holds back only a trailing `<...` that the next delta may complete into
     a placeholder (at most 65 characters); a `StreamReset` drops it.
+    `json_text`: the deltas are JSON (a typed run), the values restored into
+    them escaped as JSON.
     """
 
-    __slots__ = ("held", "pseudonyms")
+    __slots__ = ("held", "pseudonyms", "restore")
 
-    def __init__(self, pseudonyms: Pseudonyms) -> None:
+    def __init__(self, pseudonyms: Pseudonyms, *, json_text: bool = False) -> None:
         self.pseudonyms = pseudonyms
+        self.restore = pseudonyms.restore_json if json_text else pseudonyms.restore
         self.held = ""
 
     def __call__(self, event: Any) -> list[Any]:
@@ -452,7 +472,7 @@ class RestoredStream:
             found = _OPEN_PLACEHOLDER.search(text, max(0, len(text) - 66))
             cut = len(text) if found is None else found.start()
             self.held = text[cut:]
-            head = self.pseudonyms.restore(text[:cut])
+            head = self.restore(text[:cut])
             return [TextDelta(head)] if head else []
         if isinstance(event, StreamReset):
             self.held = ""
@@ -464,4 +484,4 @@ class RestoredStream:
         if not self.held:
             return []
         held, self.held = self.held, ""
-        return [TextDelta(self.pseudonyms.restore(held))]
+        return [TextDelta(self.restore(held))]

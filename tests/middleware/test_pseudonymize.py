@@ -527,3 +527,49 @@ async def test_a_tools_error_with_a_real_value_is_kept_with_its_placeholder(tmp_
     assert result.output == f"The mailbox {EMAIL} does not exist."
     sent = [m.text for m in model.requests[-1].messages]
     assert "Tool check_mailbox failed: LookupError: no mailbox for <EMAIL_1>" in sent
+
+
+async def test_a_typed_answer_gets_values_with_backslashes_and_quotes_back_as_they_were() -> None:
+    """A typed answer's JSON holds `<PATH_1>` and `<NAME_1>`: the values restored into it (`C:\\Users\\...`, a name
+    with a quote) are escaped as JSON, so the answer validates and the fields hold the values as typed."""
+    from pydantic import BaseModel
+
+    class Found(BaseModel):
+        path: str
+        name: str
+
+    path, name = r"C:\Users\jane\notes.txt", 'Jane "JD" Doe'
+    model = ScriptedModel(['{"path": "<PATH_1>", "name": "<NAME_1>"}'])
+    layer = pseudonymize(PATH=r"C:\\Users\\\S+", NAME=r"Jane \"JD\" Doe")
+    result = await Agent(model, output_type=Found).use(layer).run(f"{name} lost {path}")
+    assert model.requests[0].messages[-1].text == "<NAME_1> lost <PATH_1>"
+    assert result.output == Found(path=path, name=name)
+
+
+async def test_a_streamed_typed_answer_shows_json_that_parses_to_the_restored_output(
+    server: FakeProviderServer, one_ssl_context: None
+) -> None:
+    """Streamed through a real SDK, a typed answer's `TextDelta`s join to JSON with the restored values escaped:
+    it parses to the same value as `result.output`."""
+    from pydantic import BaseModel
+
+    class Found(BaseModel):
+        path: str
+
+    path = r"C:\Users\jane\notes.txt"
+    server.script(['{"path": "<PATH_1>"}'])
+    model = provider("anthropic", server)
+    agent = Agent(model, output_type=Found).use(pseudonymize(PATH=r"C:\\Users\\\S+"))
+    deltas: list[str] = []
+    try:
+        async for event in agent.stream(f"find {path}"):
+            if isinstance(event, TextDelta):
+                deltas.append(event.text)
+            elif isinstance(event, StreamReset):
+                deltas.clear()
+            elif isinstance(event, RunFinished):
+                result = event.result
+    finally:
+        await model.aclose()
+    assert result.output == Found(path=path)
+    assert len(deltas) > 1 and Found.model_validate_json("".join(deltas)) == result.output
