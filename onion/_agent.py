@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, overload
 
@@ -13,7 +14,7 @@ import pydantic
 from ._boundary import BOUNDARY
 from ._calls import ModelCall, ModelResponse, OutputT, Run, RunResult, ToolBatch, ToolCall, ToolResult
 from ._copies import own_copy, own_message
-from ._durable import OnSession, finish_recovered_batch, rejection_text, resume_from_store, run_in_store
+from ._durable import finish_recovered_batch, rejection_text, resume_from_store, resume_paused, run_in_store
 from ._events import (
     Event,
     ModelCallFinished,
@@ -28,9 +29,9 @@ from ._history import check_history
 from ._messages import Message, ToolRequest
 from ._model import Model, resolve_model
 from ._output import output_schema
-from ._session_runs import run_in_session, session_of
+from ._session_runs import resume_in_session, run_in_session, session_of
 from ._stack import Handler, Stack, bad_result, checked_by_default, concurrent_call_next, profiling
-from ._state import PausedBatch, PendingCall, RunState, check_resumable, plain_state
+from ._state import PausedBatch, PendingCall, RunState, check_resumable, check_trusted, plain_state, state_key
 from ._stream_edits import end_stream, send_out
 from ._streaming import EventQueue
 from ._threads import ToolThreads, default_tool_threads
@@ -95,6 +96,7 @@ class Agent(Generic[OutputT]):
         tool_threads: ToolThreads | None = None,
         output_type: type[OutputT] = str,  # type: ignore[assignment]
         output_retries: int = 2,
+        state_key: bytes | str | None = None,
     ) -> None:
         self.model = resolve_model(model)
         self._owns_model = isinstance(model, str)
@@ -134,6 +136,8 @@ class Agent(Generic[OutputT]):
             raise ValueError(f"{self.name}: output_retries must be a non-negative int, got {output_retries!r}")
         self.output_retries = output_retries
         """How many more answers a run asks for after one fails validation as `output_type`."""
+        self.state_key = state_key
+        """Signs paused runs (`to_state()`) and checks the states `resume` is given (else `ONION_STATE_KEY`)."""
         self._chains: _Chains | None = None
         self._version = -1
         self._tracing: tracing.Switch | None = None
@@ -166,7 +170,10 @@ class Agent(Generic[OutputT]):
 
         The run is a child of the calling run: cancelling that cancels it,
         its usage is added to it. `inherit=True` runs it through the calling
-        agent's stack (outermost) as well as this agent's own.
+        agent's stack (outermost) as well as this agent's own; without it, the
+        calling agent's privacy layers (`pseudonymize`, `redact`: layers with
+        `covers_sub_agents = True`) still wrap it, so what the parent hides
+        from its model never reaches the child's.
         """
         from ._subagent import agent_tool
 
@@ -312,12 +319,20 @@ class Agent(Generic[OutputT]):
         return asyncio.run(self.run(input, state=state, session=session, output_type=output_type))
 
     @overload
-    async def resume(self, state: RunState | str, *, output_type: None = None) -> RunResult[OutputT]: ...
+    async def resume(
+        self, state: RunState | str, *, output_type: None = None, session: Session | None = None
+    ) -> RunResult[OutputT]: ...
     @overload
-    async def resume(self, state: RunState | str, *, output_type: type[T]) -> RunResult[T]: ...
+    async def resume(
+        self, state: RunState | str, *, output_type: type[T], session: Session | None = None
+    ) -> RunResult[T]: ...
     @overload
-    async def resume(self, state: RunState | str, *, output_type: object) -> RunResult[Any]: ...
-    async def resume(self, state: RunState | str, *, output_type: Any = None) -> RunResult[Any]:
+    async def resume(
+        self, state: RunState | str, *, output_type: object, session: Session | None = None
+    ) -> RunResult[Any]: ...
+    async def resume(
+        self, state: RunState | str, *, output_type: Any = None, session: Session | None = None
+    ) -> RunResult[Any]:
         """Go on with a paused run whose pending calls are all decided (`state.approve(...)`, ...).
 
         Approved and edited calls go through the whole tools and tool stacks
@@ -328,6 +343,13 @@ class Agent(Generic[OutputT]):
         A run id (a `str`) resumes that run from `agent.store` (`recover`).
         A state does not carry its output type: the final answer is validated
         as `output_type`, or the agent's.
+
+        The state is untrusted input. With a store, the run the store saved
+        goes on, with `state`'s decisions (once: a batch decided already is a
+        `RunStateError`); without one, a state this agent must have signed
+        (`state_key`) is checked, and any state must fit together. A run that
+        paused on a session of a store this agent does not have needs that
+        `session` to append its turn to.
         """
         if isinstance(state, str):
             if state.lstrip().startswith("{"):
@@ -336,18 +358,30 @@ class Agent(Generic[OutputT]):
         chains = self._compiled()
         if not isinstance(state, RunState):
             raise TypeError(f"resume() takes a RunState (RunState.from_json(text)), not {type(state).__name__}")
-        tools = await self._known_tools(None)
-        return await self._run(
-            chains, self._resumed_run(state, self.output_type if output_type is None else output_type, tools)
-        )
+        output_type = self.output_type if output_type is None else output_type
+        if self.store is not None:
+            return await resume_paused(self, chains, state, output_type, self.store, session)
+        check_trusted(state, state_key(self.state_key))
+        run = self._resumed_run(state, output_type, await self._known_tools(None))
+        if state.session is None:
+            return await self._run_chain(chains, run)
+        return await resume_in_session(self, chains, run, session)
 
     @overload
-    def resume_sync(self, state: RunState | str, *, output_type: None = None) -> RunResult[OutputT]: ...
+    def resume_sync(
+        self, state: RunState | str, *, output_type: None = None, session: Session | None = None
+    ) -> RunResult[OutputT]: ...
     @overload
-    def resume_sync(self, state: RunState | str, *, output_type: type[T]) -> RunResult[T]: ...
+    def resume_sync(
+        self, state: RunState | str, *, output_type: type[T], session: Session | None = None
+    ) -> RunResult[T]: ...
     @overload
-    def resume_sync(self, state: RunState | str, *, output_type: object) -> RunResult[Any]: ...
-    def resume_sync(self, state: RunState | str, *, output_type: Any = None) -> RunResult[Any]:
+    def resume_sync(
+        self, state: RunState | str, *, output_type: object, session: Session | None = None
+    ) -> RunResult[Any]: ...
+    def resume_sync(
+        self, state: RunState | str, *, output_type: Any = None, session: Session | None = None
+    ) -> RunResult[Any]:
         """`resume` for code without an event loop."""
         try:
             asyncio.get_running_loop()
@@ -355,7 +389,7 @@ class Agent(Generic[OutputT]):
             pass
         else:
             raise RuntimeError("resume_sync() called inside an event loop: use `await agent.resume(state)`")
-        return asyncio.run(self.resume(state, output_type=output_type))
+        return asyncio.run(self.resume(state, output_type=output_type, session=session))
 
     async def stream(
         self,
@@ -398,9 +432,9 @@ class Agent(Generic[OutputT]):
             elif not task.cancelled():
                 task.exception()  # the consumer left after the run failed: retrieved, so asyncio logs nothing
 
-    async def _run(self, chains: _Chains, run: Run, on_session: OnSession | None = None) -> RunResult[Any]:
+    async def _run(self, chains: _Chains, run: Run) -> RunResult[Any]:
         if self.store is not None:
-            return await run_in_store(self, chains, run, self.store, on_session)
+            return await run_in_store(self, chains, run, self.store, None)
         return await self._run_chain(chains, run)
 
     async def _run_chain(self, chains: _Chains, run: Run) -> RunResult[Any]:
@@ -416,6 +450,7 @@ class Agent(Generic[OutputT]):
         check_resumable(state, self.name, tools)
         run = Run(self, state.input, list(state.messages), plain_state(state.state), output_type)
         run.id = state.run_id
+        run.session, run.session_from = state.session, state.session_from
         run.steps = state.steps
         run.private = json.loads(json.dumps(state.private))
         run.usage.add(state.usage)
@@ -464,12 +499,20 @@ class Agent(Generic[OutputT]):
         chains = self._compiled()
         if run.journal is not None:
             await run.journal.begin_now(run)
-        recovering = run.journal is not None and run.journal.recovered is not None
-        if recovering and await finish_recovered_batch(self, run, chains):
+        recovered = run.journal.recovered if run.journal is not None else None
+        answered = None  # a final answer the journal holds: it goes through the run's layers like any
+        if recovered is not None and recovered.completed:
+            run.journal.recovered = None  # type: ignore[union-attr]
+            answered = run.messages[-1]
+        elif recovered is not None and await finish_recovered_batch(self, run, chains):
             return _paused_result(run)
         if run._resumed is not None and await self._resume_batch(run, run._resumed, chains):
             return _paused_result(run)
         failures = 0
+        if answered is not None:
+            if (result := self._answer(run, answered, failures)) is not None:
+                return result
+            failures += 1
         while True:
             if run._injected:
                 run.flush_injected()
@@ -496,22 +539,10 @@ class Agent(Generic[OutputT]):
                 run.journal.model(run, response)
             requests = message.tool_calls
             if not requests:
-                if run._output is None:
-                    output: Any = message.text
-                else:
-                    try:
-                        output = run._output.validate(message.text)
-                    except pydantic.ValidationError as error:
-                        failures += 1
-                        if failures > self.output_retries:
-                            raise _invalid_output(self, run, message.text, error, failures) from None
-                        run.messages.append(Message.user(run._output.feedback(error)))
-                        continue
-                if run._injected:
-                    run.flush_injected()
-                result = RunResult(output, run.messages, run.usage, run.state, run.id)
-                result._run = run
-                return result
+                if (result := self._answer(run, message, failures)) is not None:
+                    return result
+                failures += 1
+                continue
             if run.steps >= self.max_steps:
                 for request in requests:
                     run.messages.append(Message.tool(request.id, "Not run: the agent reached max_steps.", True))
@@ -524,6 +555,25 @@ class Agent(Generic[OutputT]):
                 calls.append(ToolCall(run, request, tool))
             if await self._tool_step(run, response, chains, calls, requests, None):
                 return _paused_result(run)
+
+    def _answer(self, run: Run, message: Message, failures: int) -> RunResult[Any] | None:
+        """The run's result for its final answer `message`; None when the answer failed validation as the
+        output type (the errors are fed back for another), `OutputValidationError` after `output_retries`."""
+        if run._output is None:
+            output: Any = message.text
+        else:
+            try:
+                output = run._output.validate(message.text)
+            except pydantic.ValidationError as error:
+                if failures + 1 > self.output_retries:
+                    raise _invalid_output(self, run, message.text, error, failures + 1) from None
+                run.messages.append(Message.user(run._output.feedback(error)))
+                return None
+        if run._injected:
+            run.flush_injected()
+        result = RunResult(output, run.messages, run.usage, run.state, run.id)
+        result._run = run
+        return result
 
     async def _resume_batch(self, run: Run, state: RunState, chains: _Chains) -> bool:
         """Finish the batch a run paused in: approved and edited calls run, rejected ones are answered."""
@@ -623,7 +673,7 @@ class Agent(Generic[OutputT]):
                 m if m.tool_call_id not in waiting else Message.tool(m.tool_call_id or "", text, True) for m in answers
             )
             raise
-        run._paused = PausedBatch([m for m in answers if m.tool_call_id not in waiting], pending)
+        run._paused = PausedBatch([m for m in answers if m.tool_call_id not in waiting], pending, uuid.uuid4().hex)
 
     def _emit_response(self, run: Run, call: ModelCall, response: ModelResponse) -> None:
         assert run.emit is not None

@@ -62,6 +62,7 @@ class Run(Call):
         "output_type",
         "private",
         "session",
+        "session_from",
         "state",
         "steps",
         "usage",
@@ -86,6 +87,8 @@ class Run(Call):
         self.usage = Usage()
         self.session: str | None = None
         """The id of the session the run is on (`agent.run(..., session=...)`), else None."""
+        self.session_from = 0
+        """On a session: `messages[session_from:]` are the run's own, appended to it when the run completes."""
         self.id = f"run-{_PROCESS}-{next(_run_ids)}"
         self.steps = 0
         """Model calls made so far in this run."""

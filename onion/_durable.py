@@ -6,18 +6,21 @@ import asyncio
 import contextlib
 import json
 import uuid
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ._calls import ModelResponse, Run, RunResult, ToolCall, ToolResult
 from ._journal import INTERRUPTED, Journal, Replay, replay
 from ._messages import Message
+from ._state import RunState, already_decided, check_trusted, state_key, take_decisions
 from .errors import OnionError, RunBusy, RunNotFound, RunStateError, StoreUnavailable
 
 if TYPE_CHECKING:
     from ._agent import Agent, _Chains
-    from ._state import RunState
     from ._tools import Tool
     from .stores import Session, Store
+
+T = TypeVar("T")
 
 
 class OnSession(NamedTuple):
@@ -26,18 +29,35 @@ class OnSession(NamedTuple):
     session: Session
     start: int
     """`run.messages[start:]` are the run's own (its input onwards)."""
-    lock: str | None
-    """The token of the session's lock the run holds; None: the lock is taken to complete the run."""
+    lock: str
+    """The token of the session's lock the run holds (its run id): its turn is appended under it."""
+
+
+def journaled_id() -> str:
+    """A fresh id for a run journaled in a store (a run on a session also holds the session's lock by it)."""
+    return f"run-{uuid.uuid4().hex}"
 
 
 async def run_in_store(
     agent: Agent[Any], chains: _Chains, run: Run, store: Store, on_session: OnSession | None
 ) -> RunResult[Any]:
-    """Run `run` journaled in `store`: a new run under a fresh id, or a paused one going on."""
-    if run._resumed is not None:
-        return await resume_paused(agent, chains, run, store, run._resumed)
-    run.id = f"run-{uuid.uuid4().hex}"
+    """Run `run` journaled in `store` under a fresh id (a run on a session has one already: `journaled_id`)."""
+    if on_session is None:
+        run.id = journaled_id()
     return await run_journaled(agent, chains, run, store, on_session)
+
+
+async def on_session_journaled(
+    agent: Agent[Any], chains: _Chains, run: Run, store: Store, session: Session, start: int
+) -> RunResult[Any]:
+    """Run the resumed (or recovered) `run` holding `session`'s lock, as a new run on it would.
+
+    The lock is taken by the run's id: a lock its dead worker left is taken
+    back at once, and no newer run took it meanwhile (a store never hands a
+    lock held by a run it still has running to another holder).
+    """
+    async with session.lock(owner=run.id) as lock:
+        return await run_journaled(agent, chains, run, store, OnSession(session, start, lock))
 
 
 async def run_journaled(
@@ -59,57 +79,101 @@ async def run_journaled(
             result = await agent._run_chain(chains, run)
         await journal.begin_now(run)  # a run layer answered without the loop
         if result.paused:
-            await journal.end("paused", state=result.to_state().to_json(), pending=len(result.pending))
-        else:
-            await _complete(journal, result.messages, on_session)
+            await committed(journal.end("paused", state=result.to_state().to_json(), pending=len(result.pending)))
+        elif on_session is None:
+            await committed(journal.end("completed"))
+        else:  # the turn is appended in the same write, under the session's lock
+            conversation, start, lock = on_session
+            await committed(journal.end("completed", turn=conversation.turn(result.messages[start:], lock)))
     except BaseException:
         await asyncio.shield(_let_go(journal))
         raise
     return result
 
 
-async def _complete(journal: Journal, messages: list[Message], on_session: OnSession | None) -> None:
-    """End the run as completed; a run on a session appends its turn in the same write (under the session's lock)."""
-    if on_session is None:
-        await journal.end("completed")
-        return
-    session, start, lock = on_session
-    if lock is not None:
-        await journal.end("completed", turn=session.turn(messages[start:], lock))
-        return
-    async with session.lock() as lock:
-        await journal.end("completed", turn=session.turn(messages[start:], lock))
+async def committed(write: Awaitable[T]) -> T:
+    """Await `write`, a run's last write, to its end even if the caller is cancelled meanwhile.
 
-
-async def resume_paused(agent: Agent[Any], chains: _Chains, run: Run, store: Store, state: RunState) -> RunResult[Any]:
-    """Go on with a paused run (decided `state`) as the one worker holding it in `store`.
-
-    The run is claimed first: `RunBusy` when another worker resumed it (or
-    holds it). A run the store never saw (paused on an agent without this
-    store) is journaled from here on. Rejections are journaled with the
-    batch, so a crash later never runs a rejected call. A run on a session
-    appends its turn when it completes.
+    A write in flight may land whatever the caller does: once it has, the
+    run is over and the caller gets its result (the cancellation came too late
+    to stop anything), so a caller is never told "cancelled" of a run the
+    store holds as completed. A write that fails raises as it would.
     """
-    journal = run.journal = Journal(store, run.id, lease=agent.lease)
-    on_session = None
+    task = asyncio.ensure_future(write)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                raise
+            cancelled = True
+            continue
+        current = asyncio.current_task()
+        if cancelled and current is not None:
+            current.uncancel()
+        return result
+
+
+async def resume_paused(
+    agent: Agent[Any], chains: _Chains, given: RunState, output_type: Any, store: Store, session: Session | None
+) -> RunResult[Any]:
+    """Go on with the paused run `given` decides, as the one worker holding it in `store`.
+
+    The run is claimed first (`RunBusy` while another worker resumes it); then
+    the run the store saved goes on, with `given`'s decisions only: a batch
+    that was decided already (the run ended, or paused again) is a
+    `RunStateError`, and the run is left as it was. A run the store never saw
+    (paused on an agent without this store) is checked as a state from
+    outside (`check_trusted`) and journaled from here on. Rejections are
+    journaled with the batch, so a crash later never runs a rejected call.
+    """
+    journal = Journal(store, given.run_id, lease=agent.lease)
     try:
-        record = await store.claim_run(run.id, journal.owner, agent.lease, paused_only=True)
+        record = await store.claim_run(given.run_id, journal.owner, agent.lease, paused_only=True)
     except RunNotFound:
-        await journal.begin(run)
-        for message in state.answered:
+        check_trusted(given, state_key(agent.state_key))
+        run = agent._resumed_run(given, output_type, await agent._known_tools(None))
+        run.journal = journal
+        await journal.begin(run, session=given.session, session_from=given.session_from)
+        for message in given.answered:
             content = message.text if message.content is None else message.content
             journal.hold_result(message.tool_call_id or "", ToolResult(content, is_error=message.is_error))
-    else:
-        journal.renew_in_background()
-        journal.mark(run.messages)
-        run.session = record.session
+        return await _resumed(agent, chains, run, store, given, session)
+    except RunBusy as busy:
+        if busy.status == "running":
+            raise
+        raise already_decided(given.run_id, busy.status) from None
+    try:
+        saved = RunState.from_json(record.state or "")
+        take_decisions(saved, given)
+        run = agent._resumed_run(saved, output_type, await agent._known_tools(None))
         if record.session is not None:
             start = json.loads((await store.journal(run.id))[0])
-            on_session = OnSession(store.session(record.session), start.get("session_from", 0), None)
+            run.session, run.session_from = record.session, start.get("session_from", 0)
+    except BaseException:  # not resumed: the run waits as it was
+        await asyncio.shield(
+            store.release_run(given.run_id, journal.owner, "paused", state=record.state, pending=record.pending)
+        )
+        raise
+    run.journal = journal
+    journal.renew_in_background()
+    journal.mark(run.messages)
+    return await _resumed(agent, chains, run, store, saved, session)
+
+
+async def _resumed(
+    agent: Agent[Any], chains: _Chains, run: Run, store: Store, state: RunState, session: Session | None
+) -> RunResult[Any]:
+    """Run the resumed `run` (decided `state`), on its session if it has one."""
+    assert run.journal is not None
     for call in state.pending:
         if call.decision == "rejected":
-            journal.hold_result(call.id, ToolResult(rejection_text(call.name, call.rejection), is_error=True))
-    return await run_journaled(agent, chains, run, store, on_session)
+            run.journal.hold_result(call.id, ToolResult(rejection_text(call.name, call.rejection), is_error=True))
+    if run.session is None:
+        return await run_journaled(agent, chains, run, store, None)
+    conversation = store.session(run.session) if session is None else session
+    return await on_session_journaled(agent, chains, run, store, conversation, run.session_from)
 
 
 def rejection_text(name: str, reason: str | None) -> str:
@@ -149,20 +213,12 @@ async def resume_from_store(agent: Agent[Any], store: Store, run_id: str, output
     run.id, run.steps, run.usage, run.journal = run_id, replayed.steps, replayed.usage, journal
     run.session = replayed.session
     journal.mark(run.messages)
-    on_session = None
-    if replayed.session is not None:
-        on_session = OnSession(store.session(replayed.session), replayed.session_from, None)
-    if not replayed.completed:
-        journal.recovered = replayed if replayed.unanswered else None
-        return await run_journaled(agent, agent._compiled(), run, store, on_session)
-    text = run.messages[-1].text
-    try:
-        output = text if run._output is None else run._output.validate(text)
-        await _complete(journal, run.messages, on_session)
-    except BaseException:
-        await asyncio.shield(_let_go(journal))
-        raise
-    return RunResult(output, run.messages, run.usage, run.state, run_id)
+    journal.recovered = replayed if replayed.unanswered or replayed.completed else None
+    chains = agent._compiled()
+    if replayed.session is None:
+        return await run_journaled(agent, chains, run, store, None)
+    session = store.session(replayed.session)
+    return await on_session_journaled(agent, chains, run, store, session, replayed.session_from)
 
 
 def _check_agent(agent: Agent[Any], run_id: str, replayed: Replay, tools: dict[str, Tool]) -> None:

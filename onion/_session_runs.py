@@ -6,8 +6,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._calls import Run, RunResult
-from ._durable import OnSession
+from ._durable import OnSession, committed, journaled_id, run_in_store
 from ._messages import Message
+from .errors import RunStateError
 from .stores._refusals import session_lost
 
 if TYPE_CHECKING:
@@ -45,20 +46,41 @@ async def run_in_session(
     """A run that starts from `conversation`'s messages and appends its own once it completes.
 
     Journaled (the agent has a store), the append is part of the write that
-    completes the run. Either way it is fenced by the session's lock:
-    `LeaseLost` naming the session, and nothing appended, when the lock
-    lapsed and another run took it.
+    completes the run, and the lock is held by the run's id (so a run
+    recovered after its worker died keeps its place). Either way it is fenced
+    by the session's lock: `LeaseLost` naming the session, and nothing
+    appended, when the lock lapsed and another run took it.
     """
-    async with conversation.lock() as lock:
+    run_id = journaled_id() if agent.store is not None else None
+    async with conversation.lock(owner=run_id) as lock:
         history = await conversation.messages()
         first = agent._first_messages(input)
         start = 1 if first and first[0].role == "system" else 0
         run = Run(agent, input, [*first[:start], *history, *first[start:]], state, output_type)
         run.emit = emit
-        run.session = conversation.session_id
-        start += len(history)
-        result = await agent._run(chains, run, OnSession(conversation, start, lock))
-        appended = agent.store is not None or result.paused  # journaled: with the run's completion
-        if not appended and not await conversation.append(result.messages[start:], lock=lock):
-            raise session_lost(run.id, conversation.session_id)
-        return result
+        run.session, run.session_from = conversation.session_id, start + len(history)
+        if agent.store is not None:
+            run.id = lock
+            return await run_in_store(agent, chains, run, agent.store, OnSession(conversation, run.session_from, lock))
+        return await _appended(agent, chains, run, conversation, lock)
+
+
+async def resume_in_session(
+    agent: Agent[Any], chains: _Chains, run: Run, conversation: Session | None
+) -> RunResult[Any]:
+    """Go on with the resumed `run`, paused on a session of a store the agent does not have: `conversation`."""
+    if conversation is None or conversation.session_id != run.session:
+        raise RunStateError(
+            f"run {run.id} paused on session {run.session!r} of a store this agent does not have: "
+            f"resume it with agent.resume(state, session=store.session({run.session!r})) to append its turn there"
+        )
+    async with conversation.lock() as lock:
+        return await _appended(agent, chains, run, conversation, lock)
+
+
+async def _appended(agent: Agent[Any], chains: _Chains, run: Run, conversation: Session, lock: str) -> RunResult[Any]:
+    """Run `run` (no store); append its own messages to `conversation` under `lock` once it completes."""
+    result = await agent._run_chain(chains, run)
+    if not result.paused and not await committed(conversation.append(result.messages[run.session_from :], lock=lock)):
+        raise session_lost(run.id, conversation.session_id)
+    return result

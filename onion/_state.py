@@ -8,12 +8,15 @@ it to any process; `approve`, `reject` and `edit` decide its pending calls;
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import json
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._messages import Message, Usage
-from .errors import RunStateError, ToolArgumentsError
+from .errors import BatchDecided, RunStateError, ToolArgumentsError
 
 if TYPE_CHECKING:
     from ._calls import Run, RunResult
@@ -50,6 +53,8 @@ class PausedBatch:
 
     answered: list[Message]
     pending: list[PendingCall]
+    batch: str
+    """Names this pause: a resume consumes it, so the same decisions delivered again are refused."""
 
 
 class RunState:
@@ -63,12 +68,16 @@ class RunState:
     `run_id`, `input` and, for a completed run, `output` complete it.
     `private` holds what layers keep for the run (`run.private`, e.g.
     `pseudonymize`'s placeholders): apart from `state`, so `RunResult.state`
-    never shows it.
+    never shows it. `batch` names the pause (a resume consumes it);
+    `session` and `session_from` say where a run on a session puts its turn
+    (`messages[session_from:]`) when it completes; `signature` is set by an
+    agent with a `state_key` (see `docs/durable.md`, "What a resume trusts").
     """
 
     __slots__ = (
         "agent",
         "answered",
+        "batch",
         "injected",
         "input",
         "messages",
@@ -76,6 +85,9 @@ class RunState:
         "pending",
         "private",
         "run_id",
+        "session",
+        "session_from",
+        "signature",
         "state",
         "status",
         "steps",
@@ -98,6 +110,10 @@ class RunState:
         state: dict[str, Any] | None = None,
         output: str = "",
         private: dict[str, Any] | None = None,
+        batch: str | None = None,
+        session: str | None = None,
+        session_from: int = 0,
+        signature: str | None = None,
     ) -> None:
         self.run_id = run_id
         self.agent = agent
@@ -112,6 +128,10 @@ class RunState:
         self.state = state if state is not None else {}
         self.output = output
         self.private = private if private is not None else {}
+        self.batch = batch
+        self.session = session
+        self.session_from = session_from
+        self.signature = signature
 
     @property
     def paused(self) -> bool:
@@ -166,6 +186,10 @@ class RunState:
             "state": self.state,
             "output": self.output,
             "private": self.private,
+            "batch": self.batch,
+            "session": self.session,
+            "session_from": self.session_from,
+            "signature": self.signature,
         }
 
     def to_json(self) -> str:
@@ -222,6 +246,10 @@ class RunState:
                 state=_field(data, "state", dict),
                 output=_field(data, "output", str),
                 private=_field(data, "private", dict) if "private" in data else {},
+                batch=_optional(data, "batch", str),
+                session=_optional(data, "session", str),
+                session_from=_optional(data, "session_from", int) or 0,
+                signature=_optional(data, "signature", str),
             )
         except (ValueError, TypeError) as error:
             raise RunStateError(f"the run state is damaged: {error}; pass what RunState.to_json() wrote") from None
@@ -231,10 +259,11 @@ class RunState:
 
 
 def capture(result: RunResult[Any]) -> RunState:
-    """The `RunState` of `result` (a copy: deciding on it changes neither the result nor the run)."""
+    """The `RunState` of `result` (a copy: deciding on it changes neither the result nor the run), signed
+    when its agent has a `state_key`."""
     run = result._run
     paused = run._paused if run is not None else None
-    return RunState(
+    state = RunState(
         run_id=result.run_id,
         agent=run.agent.name if run is not None else "",
         status=result.status,
@@ -248,7 +277,97 @@ def capture(result: RunResult[Any]) -> RunState:
         state=plain_state(result.state),
         output=_output_text(result),
         private=_private(run),
+        batch=paused.batch if paused is not None else None,
+        session=run.session if run is not None else None,
+        session_from=run.session_from if run is not None else 0,
     )
+    key = state_key(run.agent.state_key) if run is not None else None
+    if key is not None:
+        state.signature = signature(state, key)
+    return state
+
+
+def state_key(given: bytes | str | None) -> bytes | None:
+    """The key that signs paused runs: the agent's `state_key`, else `ONION_STATE_KEY`, else None."""
+    key = given if given is not None else os.environ.get("ONION_STATE_KEY") or None
+    return key.encode() if isinstance(key, str) else key
+
+
+def signature(state: RunState, key: bytes) -> str:
+    """HMAC-SHA256 of everything in `state` but its decisions (and the signature itself), as hex."""
+    data = state.to_dict()
+    del data["signature"]
+    for call in data["pending"]:
+        del call["decision"], call["edited_args"], call["rejection"]
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+
+def check_trusted(state: RunState, key: bytes | None) -> None:
+    """Raise `RunStateError` unless `state`, come from outside with no store to hold it against, can be believed.
+
+    With `key`, its signature must be intact. Without, what can be checked is:
+    its pending calls are the calls the model asked for (names and arguments),
+    steps and usage are not negative.
+    """
+    if key is not None:
+        if state.signature is None:
+            raise RunStateError(
+                f"run {state.run_id}: this agent signs paused runs (state_key) and the state is not signed; "
+                "resume only states that agent.run(...).to_state() of an agent with the same key gave"
+            )
+        if not hmac.compare_digest(state.signature, signature(state, key)):
+            raise RunStateError(
+                f"run {state.run_id}: the state's signature does not match: it was altered after it was saved "
+                "(only decisions may change), or signed with another state_key"
+            )
+    asked = {r.id: r for r in _last_calls(state)}
+    for call in state.pending:
+        request = asked.get(call.id)
+        if request is None or request.name != call.name or request.args != call.args:
+            raise RunStateError(
+                f"run {state.run_id}: pending call {call.id} ({call.name}) and the state's history do not fit together "
+                "(it is not the call the model asked for): the state was changed; "
+                "change a call's arguments with state.edit(id, args)"
+            )
+    if state.steps < 0 or state.session_from < 0 or any(v < 0 for v in state.usage.to_dict().values()):
+        raise RunStateError(f"run {state.run_id}: the state's steps, usage or session_from are negative (damaged)")
+    if any(m.role != "tool" for m in state.answered):
+        raise RunStateError(f"run {state.run_id}: the state's answered results are not all tool results (damaged)")
+
+
+def take_decisions(saved: RunState, given: RunState) -> None:
+    """Decide `saved`'s pending calls as `given` decided them, by call id; `RunStateError` if `given` is not
+    the pause `saved` is in (its batch was decided already)."""
+    if given.run_id != saved.run_id or given.batch != saved.batch:
+        raise already_decided(saved.run_id, "paused")
+    decided = {call.id: call for call in given.pending}
+    unknown = sorted(decided.keys() - {call.id for call in saved.pending})
+    if unknown:
+        raise RunStateError(f"run {saved.run_id} has no pending calls {', '.join(unknown)}: the state was changed")
+    for call in saved.pending:
+        decision = decided.get(call.id)
+        if decision is not None:
+            call.decision, call.edited_args, call.rejection = (
+                decision.decision,
+                decision.edited_args,
+                decision.rejection,
+            )
+
+
+def already_decided(run_id: str, status: str | None = None) -> BatchDecided:
+    """The error for decisions on a batch that was decided already: the run is no longer paused there."""
+    return BatchDecided(
+        f"run {run_id} is no longer paused at this batch: it was already decided and resumed (decisions "
+        "delivered twice run nothing); load the run's state again (store.load) to see what it waits for now",
+        run_id=run_id,
+        status=status,
+    )
+
+
+def _last_calls(state: RunState) -> list[Any]:
+    last = state.messages[-1] if state.messages else None
+    return list(last.tool_calls) if last is not None and last.role == "assistant" else []
 
 
 def _private(run: Run | None) -> dict[str, Any]:
@@ -354,6 +473,10 @@ def _field(data: dict[str, Any], key: str, kind: type) -> Any:
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise ValueError(f"{key!r} must be {kind.__name__}, not {type(value).__name__}")
     return value
+
+
+def _optional(data: dict[str, Any], key: str, kind: type) -> Any:
+    return None if data.get(key) is None else _field(data, key, kind)
 
 
 def _messages(data: dict[str, Any], key: str) -> list[Message]:

@@ -25,6 +25,7 @@ __all__ = [
     "RateLimitedError",
     "ResponseFormatError",
     "UnsupportedContent",
+    "BatchDecided",
     "RunBusy",
     "RunNotFound",
     "StoreUnavailable",
@@ -265,6 +266,17 @@ class RunStateError(OnionError):
     a decision about a call that is not pending, and a resume that cannot go
     on (a completed run, undecided calls, tools the agent no longer has).
     """
+
+
+class BatchDecided(RunStateError, RunBusy):
+    """The paused batch a resume was given was decided and resumed already: nothing ran again.
+
+    A `RunStateError` (as DESIGN says) and a `RunBusy` (as onion raised before
+    for a run no longer paused), so code catching either keeps working.
+    """
+
+    def __init__(self, message: str, *, run_id: str, status: str | None = None) -> None:
+        RunBusy.__init__(self, message, run_id=run_id, status=status)
 
 
 class OutputValidationError(OnionError):

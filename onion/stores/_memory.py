@@ -131,7 +131,7 @@ class MemoryStore(StateLoader, SessionOpener, MemoryRateStore, MemoryCache):
         holder = self._session_locks.get(session_id)
         if renew and not self._holds_lock(session_id, owner):
             return False
-        if holder is not None and holder[0] != owner and holder[1] > now:
+        if holder is not None and holder[0] != owner and (holder[1] > now or self._running(holder[0])):
             return False
         self._session_locks[session_id] = (owner, now + lease)
         return True
@@ -140,6 +140,11 @@ class MemoryStore(StateLoader, SessionOpener, MemoryRateStore, MemoryCache):
         holder = self._session_locks.get(session_id)
         if holder is not None and holder[0] == owner:
             del self._session_locks[session_id]
+
+    def _running(self, holder: str) -> bool:
+        """The lock's holder is a run this store has running (its worker may have died: it waits to be recovered)."""
+        record = self._runs.get(holder)
+        return record is not None and record.status == "running"
 
     def _holds_lock(self, session_id: str, owner: str) -> bool:
         """`owner` holds the session's lock: no one took it since (its lease may have lapsed)."""

@@ -293,7 +293,7 @@ class RedisStore(StateLoader, SessionOpener):
 
     async def lock_session(self, session_id: str, owner: str, lease: float, *, renew: bool = False) -> bool:
         keys = [self._key("session-lock", session_id)]
-        args = [self._now(), owner, lease, "1" if renew else "0"]
+        args = [self._now(), owner, lease, "1" if renew else "0", self._key("run", "")]
         return bool(await self._script("LOCK", keys, args, f"locking session {session_id!r}"))
 
     async def unlock_session(self, session_id: str, owner: str) -> None:

@@ -116,17 +116,21 @@ return 'ok'
 """
 )
 
-# KEYS: lock. ARGV: now, owner, lease, renew ('1': only extend a lock `owner` holds).
-# Returns 1 when `owner` holds the lock now.
+# KEYS: lock. ARGV: now, owner, lease, renew ('1': only extend a lock `owner` holds), the prefix of run keys.
+# Returns 1 when `owner` holds the lock now. A lapsed lock held by a run still running (its worker died,
+# it waits to be recovered) is not handed on; Redis forgets a lock a day after it lapsed.
 LOCK = (
     NOW
     + """
 local now = now_from(ARGV[1])
 local holder = redis.call('HMGET', KEYS[1], 'owner', 'expires')
 if ARGV[4] == '1' and holder[1] ~= ARGV[2] then return 0 end
-if holder[1] and holder[1] ~= ARGV[2] and tonumber(holder[2]) > now then return 0 end
+if holder[1] and holder[1] ~= ARGV[2] then
+  if tonumber(holder[2]) > now then return 0 end
+  if redis.call('HGET', ARGV[5] .. holder[1], 'status') == 'running' then return 0 end
+end
 redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'expires', tostring(now + tonumber(ARGV[3])))
-redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[3]) * 1000))
+redis.call('PEXPIRE', KEYS[1], math.ceil((tonumber(ARGV[3]) + 86400) * 1000))
 return 1
 """
 )

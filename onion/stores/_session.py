@@ -57,8 +57,13 @@ class Session:
         await self.store.session_clear(self.session_id)
 
     @contextlib.asynccontextmanager
-    async def lock(self) -> AsyncIterator[str]:
+    async def lock(self, *, owner: str | None = None) -> AsyncIterator[str]:
         """Hold the session's lock, yielding its owner token: wait for it (polling, never blocking the loop).
+
+        `owner` is the token to hold it by (default: a fresh one). A journaled
+        run holds it by its run id: a store never hands such a lock on while
+        it has that run running, even once the lock lapsed (its worker died),
+        so the run, when recovered, takes it back and keeps its place.
 
         The lock is renewed while held. If it lapsed and another run took it,
         renewing stops (it is never taken back): an append fenced by the token
@@ -66,7 +71,7 @@ class Session:
         cancelled while taking the lock gives it back, should the store have
         taken it.
         """
-        owner = uuid.uuid4().hex
+        owner = owner or uuid.uuid4().hex
         wait = self.poll
         try:
             while not await self.store.lock_session(self.session_id, owner, self.lease):

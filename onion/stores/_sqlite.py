@@ -209,7 +209,7 @@ class SQLiteStore(StateLoader, SessionOpener):
             ).fetchone()
             if renew and (row is None or row[0] != owner):
                 return False
-            if row is not None and row[0] != owner and row[1] > now:
+            if row is not None and row[0] != owner and (row[1] > now or _running(db, row[0])):
                 return False
             db.execute("INSERT OR REPLACE INTO onion_session_locks VALUES (?, ?, ?)", (session_id, owner, now + lease))
             return True
@@ -382,3 +382,10 @@ def _inf(value: float | None) -> float:
 
 def _finite(value: float) -> float | None:
     return None if value == float("inf") else value
+
+
+def _running(db: sqlite3.Connection, run_id: str) -> bool:
+    """`run_id` (a session lock's holder) is a run the store has running: its lock is not handed on."""
+    return (
+        db.execute("SELECT 1 FROM onion_runs WHERE run_id = ? AND status = 'running'", (run_id,)).fetchone() is not None
+    )

@@ -200,7 +200,46 @@ class Clock:
         return self.now
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "sqlite-no-journal", "redis"])
+def two_stores(backend: str, tmp_path: Path, request: pytest.FixtureRequest, clock: Clock) -> tuple[Any, Any]:
+    """Two handles on one store (two workers), on `clock`."""
+    if backend == "redis":
+        url, namespace = request.getfixturevalue("redis_url"), f"t{uuid.uuid4().hex[:12]}"
+        return RedisStore(url, namespace=namespace, clock=clock), RedisStore(url, namespace=namespace, clock=clock)
+    if backend == "memory":
+        store = MemoryStore(clock=clock)
+        return store, store
+    return SQLiteStore(tmp_path / "s.db", clock=clock), SQLiteStore(tmp_path / "s.db", clock=clock)
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "redis"])
+async def test_a_journaled_run_whose_session_lock_lapsed_keeps_it_until_it_ends(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Run A's session lock lapses while its model call hangs, its run still running in the store: run B waits
+    for A (a store never hands on a lock held by a run it has running), then goes on after A's turn."""
+    clock = Clock()
+    first, second = two_stores(backend, tmp_path, request, clock)
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def hangs(call: ModelCall) -> str:
+        entered.set()
+        await release.wait()
+        return echo_history(call)
+
+    run_a = asyncio.create_task(Agent(FunctionModel(hangs), store=first).run("a", session="s"))
+    await entered.wait()
+    clock.now += 31  # past the lock's 30 s lease and the run's: A's worker may be dead, or slow
+    run_b = asyncio.create_task(Agent(FunctionModel(echo_history), store=second).run("b", session="s"))
+    await asyncio.sleep(0.2)
+    assert not run_b.done()
+    release.set()
+    assert (await run_a).output == "a" and (await run_b).output == "a|b"
+    assert [m.text for m in await first.session("s").messages()] == ["a", "a", "b", "a|b"]
+    for store in {first, second}:
+        await store.aclose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite-no-journal"])
 async def test_a_run_whose_session_lock_passed_to_another_run_appends_nothing_and_raises_lease_lost(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
