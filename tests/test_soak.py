@@ -5,14 +5,18 @@ or not, with `retry` in its stack. The server answers every run from that
 run's own plan (told apart by a header): tool-call batches and a final
 answer, each preceded by random wire faults; some runs are cancelled (while
 a request is in flight, inside a tool, on a timer, or by a stream consumer
-that stops reading). Afterwards:
+that stops reading). Some runs pause for approval of their `compute` calls,
+on a store shared by those runs; their decisions are delivered once, or
+again at random (one after the other, or at the same time, as a queue
+redelivers or an HTTP client retries). Afterwards:
 
 - every run ended in its result, an `OnionError`, or (cancelled runs only)
   `CancelledError`; a result came after the whole plan, an error only after
   `ATTEMPTS` faults in a row;
 - every request the server received holds a valid conversation (each tool
   call answered, right after it, and no result without its call);
-- no tool ran twice for one call id;
+- no tool ran twice for one call id, and every delivery after the first was
+  refused (`BatchDecided`, or `RunBusy` while the first still ran);
 - no task, thread or file descriptor is left behind (onion's sync-tool
   threads stay, idle, up to the size of the soak's `ToolThreads`).
 
@@ -36,11 +40,12 @@ from typing import Any
 import pytest
 
 import onion
-from middleware import retry
-from onion import Agent, ModelCall, ModelResponse, RunFinished, RunResult, ToolCall, ToolThreads, tool
-from onion.errors import ModelError, OnionError
+from middleware import approve, retry
+from onion import Agent, ModelCall, ModelResponse, RunFinished, RunResult, RunState, ToolCall, ToolThreads, tool
+from onion.errors import ModelError, OnionError, RunBusy
 from onion.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
 from onion.providers._provider_model import ProviderModel
+from onion.stores import MemoryStore
 from onion.testing import (
     BadGzip,
     DropConnection,
@@ -95,6 +100,8 @@ class Plan:
     """The request (`request`), tool call (`tool`) or stream event (`consumer`) to cancel at, counting from 1."""
     cancel_after: float
     """Seconds after the run starts (`timer`)."""
+    decisions: random.Random | None = None
+    """Set for a run whose `compute` calls pause for approval: decides them and how often they are delivered."""
     taken: list[ServerItem] = field(default_factory=list)
     failed_attempts: list[str] = field(default_factory=list)
     tool_calls: int = 0
@@ -124,7 +131,8 @@ def make_plan(run: int, rng: random.Random) -> Plan:
     cancel = rng.choice(CANCELS)
     if cancel == "consumer" and not streamed:
         cancel = None
-    return Plan(run, api, streamed, items, final, cancel, rng.randint(1, 6), rng.uniform(0, 0.05))
+    decisions = random.Random(rng.getrandbits(64)) if rng.random() < 0.3 else None
+    return Plan(run, api, streamed, items, final, cancel, rng.randint(1, 6), rng.uniform(0, 0.05), decisions)
 
 
 class Soak:
@@ -143,6 +151,9 @@ class Soak:
         self._lock = threading.Lock()
         self.tools = self._tools()
         self.tool_threads = ToolThreads(TOOL_THREADS)
+        self.store = MemoryStore()
+        """Where the runs that pause for approval are kept: the one place their decisions are taken from."""
+        self.deliveries: collections.Counter[str] = collections.Counter()
 
     # -- the server's side ---------------------------------------------------------------
 
@@ -211,12 +222,14 @@ class Soak:
     async def run(self, plan: Plan, model: ProviderModel, gate: asyncio.Semaphore) -> str:
         """`"result"`, or `"left"` when the consumer stopped reading; raises what the run raised."""
         async with gate:
+            layers = [retry(ATTEMPTS, initial=0.001, jitter=0.0, max_backoff=0.002), self.note_failed_attempt]
             agent = Agent(
                 model,
                 tools=self.tools,
                 tool_threads=self.tool_threads,
-                middleware=[retry(ATTEMPTS, initial=0.001, jitter=0.0, max_backoff=0.002), self.note_failed_attempt],
+                middleware=[*layers, approve("compute")] if plan.decisions else layers,
                 settings={"extra_headers": {"x-soak-run": str(plan.run)}},
+                store=self.store if plan.decisions else None,
             )
             timer = None
             if plan.cancel == "timer":
@@ -232,6 +245,12 @@ class Soak:
         return "result"
 
     async def _drive(self, agent: Agent, plan: Plan) -> RunResult | None:
+        result = await self._start(agent, plan)
+        while result is not None and result.paused:
+            result = await self._decide(agent, plan, result)
+        return result
+
+    async def _start(self, agent: Agent, plan: Plan) -> RunResult | None:
         question = f"plan {plan.run}"
         if not plan.streamed:
             return await agent.run(question)
@@ -240,9 +259,41 @@ class Soak:
             seen += 1
             if plan.cancel == "consumer" and seen == plan.cancel_at:
                 return None
-            if isinstance(event, RunFinished):
+            if isinstance(event, RunFinished):  # or RunPaused
                 return event.result
         raise AssertionError(f"run {plan.run}: the stream ended without RunFinished")
+
+    async def _decide(self, agent: Agent, plan: Plan, paused: RunResult) -> RunResult:
+        """Decide the paused calls and deliver the decisions once, or several times (in turn, or at once)."""
+        rng = plan.decisions
+        assert rng is not None
+        state = paused.to_state()
+        for pending in state.pending:
+            if rng.random() < 0.8:
+                state.approve(pending.id)
+            else:
+                state.reject(pending.id, reason="the soak says no")
+        text, deliveries = state.to_json(), rng.choice([1, 1, 2, 2, 3])
+        at_once = deliveries > 1 and rng.random() < 0.5
+        self.deliveries["at once" if at_once else "again" if deliveries > 1 else "once"] += 1
+        if at_once:
+            outcomes = await asyncio.gather(
+                *(agent.resume(RunState.from_json(text)) for _ in range(deliveries)), return_exceptions=True
+            )
+            taken = [outcome for outcome in outcomes if not isinstance(outcome, RunBusy)]
+            if len(taken) != 1:
+                self.problems.append(f"run {plan.run}: {deliveries} deliveries at once, {len(taken)} taken: {outcomes}")
+            if isinstance(taken[0], BaseException):
+                raise taken[0]
+            return taken[0]
+        result = await agent.resume(RunState.from_json(text))
+        for _ in range(deliveries - 1):
+            try:
+                again = await agent.resume(RunState.from_json(text))
+            except RunBusy:  # BatchDecided: the batch was consumed by the first delivery
+                continue
+            self.problems.append(f"run {plan.run}: decisions delivered again were taken again: {again.output!r}")
+        return result
 
     def _check_result(self, plan: Plan, result: RunResult) -> None:
         onion.check_history(result.messages)
@@ -408,6 +459,8 @@ def test_soak_many_runs_with_wire_faults_and_cancellations_end_cleanly() -> None
         for problem in conversation_problems(request):
             problems.append(f"run {request.headers['x-soak-run']} ({request.path}): {problem}")
     problems += [f"tool call {call_id} ran {times} times" for call_id, times in state.ran.items() if times > 1]
+    if RUNS >= 100 and len(state.deliveries) < 3:
+        problems.append(f"decisions were not delivered in every way (once, again, at once): {state.deliveries}")
     left_threads = [t.name for t in set(threading.enumerate()) - threads_before]
     tool_threads = left_threads.count("onion-tool")
     if len(left_threads) > tool_threads or tool_threads > TOOL_THREADS:
