@@ -43,24 +43,28 @@ API_KEY = re.compile(
 
 BEARER = re.compile(
     r"(?:[Aa]" + _KEY_START + r"(?i:uthorization)\s*+[:=]\s*+[\"']?\s*+(?i:bearer|basic)"
-    r"|[Bb]" + _KEY_START + r"(?i:earer|asic))\s++[A-Za-z0-9._~+/-]{8,}+=*"
+    r"|[Bb]" + _KEY_START + r"(?i:earer|asic))\s++(?:[A-Za-z0-9_~+/-]|\.(?=[A-Za-z0-9_~+/-])){8,}+=*"
 )
-"""A bearer (or basic) credential, with its `Authorization:` header name when present."""
+"""A bearer (or basic) credential, with its `Authorization:` header name when present (not a full stop after it)."""
 
 _SECRET_WORDS = r"api[_-]?key|secret|password|passwd|access[_-]?token|auth[_-]?token|authorization|private[_-]?key"
 
 SECRET_NAME = re.compile(r"(?i)" + _SECRET_WORDS)
 """Found in the name of a setting, field or header whose value is a secret (`api_key`, `X-Auth-Token`)."""
 
+_VALUE_END = r"[^\s,;}&.:!?*)\]>\"'\u201d\u2019\u00bb]"
+"""The last character of an unquoted secret value: not a closing bracket or quote, nor sentence punctuation."""
+
 SECRET_ASSIGNMENT = re.compile(
     r"((?<![\w-])(?=[\w-]++(?:\\?[\"'])?\s*+[:=])(?=[\w-]*?(?i:"
     + _SECRET_WORDS
     + r"))[\w-]++(?:\\?[\"'])?\s*+[:=]\s*+)"
-    r"((?:(?i:bearer|basic|token)\s++)?(?:\"[^\"]*+\"|'[^']*+'|[^\s,;}&]++))"
+    r"((?:(?i:bearer|basic|token)\s++)?(?:\"[^\"]*+\"|'[^']*+'|[^\s,;}&]*" + _VALUE_END + r"|[^\s,;}&]++))"
 )
 """`api_key=...`, `"password": "..."`, `Authorization: ...`: group 1 is the name, group 2 the value.
 
-A name is a whole word (letters, digits, `_`, `-`) holding one of the secret words.
+A name is a whole word (letters, digits, `_`, `-`) holding one of the secret words. An unquoted value
+leaves the quotes, brackets and full stop around it (`(password=hunter2).`) unless it is nothing else.
 """
 
 PRIVATE_KEY = re.compile(
@@ -76,12 +80,13 @@ CARD_NUMBER = re.compile(r"[0-9](?<![0-9-][0-9])(?:[ \-.\u00a0\u2007\u202f]?[0-9
 """
 
 PHONE = re.compile(
-    r"(?<![\w+])\+[1-9][0-9]{0,2}(?:[ .\-]?\(?[0-9]{1,4}\)?){2,5}(?![\w-])"
-    r"|(?<![\w(])(?:\([0-9]{3}\) ?|[0-9]{3}[.\-])[0-9]{3}[.\-][0-9]{4}(?![\w-])"
+    r"(?<![\w+])\+[1-9][0-9]{0,2}(?:[ .\-]?(?:\([0-9]{1,4}\)|[0-9]{1,4})){2,5}(?![\w-])"
+    r"|(?<!\w)(?:\([0-9]{3}\) ?|[0-9]{3}[.\-])[0-9]{3}[.\-][0-9]{4}(?![\w-])"
 )
 """A phone number: international (`+44 20 7946 0958`) or North American (`(555) 123-4567`, `555-123-4567`).
 
-`phone_valid` keeps those with 7 to 15 digits; dates and plain numbers do not match.
+`phone_valid` keeps those with 7 to 15 digits; dates and plain numbers do not match. A parenthesis is part
+of a number only with its partner (`+44 (0)20 ...`), so `(call +44 20 7946 0958)` keeps its `)`.
 """
 
 IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])")

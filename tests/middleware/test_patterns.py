@@ -10,7 +10,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from middleware.patterns import BUILTIN, PERSONAL, PRIVATE_KEY, SECRET_ASSIGNMENT, SECRETS, scrub, scrub_value
+from middleware.patterns import (
+    API_KEY,
+    BEARER,
+    BUILTIN,
+    CARD_NUMBER,
+    EMAIL,
+    IBAN,
+    PERSONAL,
+    PHONE,
+    PRIVATE_KEY,
+    SECRET_ASSIGNMENT,
+    SECRETS,
+    scrub,
+    scrub_value,
+)
 
 FRAGMENTS = [
     *("sk-", "ant-", "proj-", "sk_live_", "pk_test_", "AKIA", "AIza", "ghp_", "github_pat_", "xoxb-"),
@@ -125,3 +139,42 @@ def test_a_secret_used_as_a_dict_key_is_scrubbed_and_keys_scrubbed_alike_stay_ap
     shown = scrub_value({"tokens": {key: 1, other: 2}, "rows": [{key: "x"}], "plain": "y"})
     assert key not in json.dumps(shown) and other not in json.dumps(shown)
     assert sorted(shown["tokens"].values()) == [1, 2] and shown["plain"] == "y"
+
+
+SAMPLES: list[tuple[str, re.Pattern[str], str]] = [
+    ("EMAIL", EMAIL, "ann.lee@example.co.uk"),
+    ("API_KEY", API_KEY, "sk-ant-api03-" + "Ab1_" * 6),
+    ("API_KEY github", API_KEY, "ghp_" + "Gh4i" * 9),
+    ("BEARER", BEARER, "Bearer eyJhbGciOi.eyJzdWIiOi.SflKxwRJSM"),
+    ("SECRET_ASSIGNMENT", SECRET_ASSIGNMENT, "password=hunter2"),
+    ("SECRET_ASSIGNMENT quoted", SECRET_ASSIGNMENT, 'api_key: "s3cr3t value"'),
+    ("PRIVATE_KEY", PRIVATE_KEY, "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADAN==\n-----END PRIVATE KEY-----"),
+    ("CARD_NUMBER", CARD_NUMBER, "4111 1111 1111 1111"),
+    ("PHONE international", PHONE, "+44 20 7946 0958"),
+    ("PHONE trunk prefix", PHONE, "+44 (0)20 7946 0958"),
+    ("PHONE north american", PHONE, "(555) 123-4567"),
+    ("PHONE dashed", PHONE, "555-123-4567"),
+    ("IBAN", IBAN, "DE89 3704 0044 0532 0130 00"),
+]
+"""One value of every built-in pattern, matched whole by it."""
+
+SURROUNDINGS = [
+    *("{} ok", "see {}", "({})", "[{}]", "{{{}}}", "<{}>", '"{}"', "'{}'", "\u201c{}\u201d", "\u00ab{}\u00bb"),
+    *("{}.", "{},", "{};", "{}:", "{}!", "{}?", "{}).", "({}), ok", "(phone {}) ok", "[see {}]."),
+    *("x: {}\n", "\t{}\t", "*{}*", "- {}"),
+]
+"""Leading and trailing punctuation, brackets and quotes a value is found between in text."""
+
+
+@pytest.mark.parametrize("surrounding", SURROUNDINGS)
+@pytest.mark.parametrize(("pattern", "value"), [sample[1:] for sample in SAMPLES], ids=[s[0] for s in SAMPLES])
+def test_every_builtin_pattern_matches_its_value_exactly_between_punctuation_brackets_and_quotes(
+    pattern: re.Pattern[str], value: str, surrounding: str
+) -> None:
+    """A match takes neither the bracket, quote or full stop around a value nor misses it for them.
+
+    `(phone +44 20 7946 0958) ok` once became `(phone <PHONE_1> ok`: the closing parenthesis went with the number.
+    """
+    text = surrounding.format(value)
+    found = [match.group() for match in pattern.finditer(text)]
+    assert found == [value], text

@@ -158,6 +158,14 @@ def test_each_kind_gets_stable_numbered_placeholders_and_your_patterns_come_firs
     assert Pseudonyms(dict(pseudonyms.values)).placeholder("EMAIL", "new@z.io") == "<EMAIL_3>"
 
 
+def test_a_phone_number_in_parentheses_keeps_its_closing_parenthesis() -> None:
+    """`(phone +44 20 7946 0958) ok` reaches the model balanced, and is restored as it was."""
+    layer, pseudonyms = pseudonymize(), Pseudonyms()
+    text = "(phone +44 20 7946 0958) ok, ((555) 123-4567) too"
+    assert layer.text(text, pseudonyms) == "(phone <PHONE_1>) ok, (<PHONE_2>) too"
+    assert pseudonyms.restore(layer.text(text, pseudonyms)) == text
+
+
 def test_bad_patterns_and_labels_are_refused_saying_what_to_fix() -> None:
     with pytest.raises(TypeError, match="not a regex"):
         pseudonymize(42)  # type: ignore[arg-type]
