@@ -1,0 +1,170 @@
+"""The Python blocks of README.md and docs/, as the docs tests read them.
+
+A block whose first line starts with `# fragment` is a fragment: it shows part
+of a program (names it uses come from the prose around it), and the suite only
+compiles it (top-level `await` allowed). Every other Python block is a whole
+program: the suite runs it in a fresh process, offline. A program that calls a
+real provider (`"anthropic:..."`, `"openai:..."`) talks to a fake provider
+server scripted by an HTML comment just above the block, invisible on the page:
+
+    <!-- fake model: [[call("get_weather", city="Paris")], "18°C and sunny."] -->
+
+(a Python expression, evaluated with `call` in scope, giving the script of
+`FakeProviderServer`). A ```` ```text ```` block right after a program is
+its output, and the suite checks the program prints exactly that.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from onion.testing import FakeProviderServer, call
+
+ROOT = Path(__file__).parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+FENCE = re.compile(r"^(?P<indent>[ ]*)```(?P<info>[^\n`]*)\n(?P<body>.*?)^(?P=indent)```[ ]*$", re.M | re.S)
+SCRIPT = re.compile(r"<!--\s*fake model:\s*(?P<script>.*?)-->\s*\Z", re.S)
+
+
+@dataclass(frozen=True)
+class Block:
+    """One Python block: where it is, its code, and what the page says about running it."""
+
+    page: Path
+    line: int
+    code: str
+    script: str | None
+    output: str | None
+
+    @property
+    def fragment(self) -> bool:
+        return self.code.startswith("# fragment")
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def _dedent(body: str, indent: str) -> str:
+    return "".join(line.removeprefix(indent) for line in body.splitlines(keepends=True))
+
+
+def blocks_of(page: Path) -> list[Block]:
+    """The Python blocks of one Markdown page, in order."""
+    text = page.read_text()
+    fences = list(FENCE.finditer(text))
+    found = []
+    for index, fence in enumerate(fences):
+        if fence["info"].strip().split()[:1] != ["python"]:
+            continue
+        before = text[fences[index - 1].end() if index else 0 : fence.start()]
+        script = SCRIPT.search(before)
+        output = None
+        if index + 1 < len(fences):
+            after = fences[index + 1]
+            if after["info"].strip() == "text" and not text[fence.end() : after.start()].strip():
+                output = _dedent(after["body"], after["indent"])
+        found.append(
+            Block(
+                page=page,
+                line=text.count("\n", 0, fence.start()) + 1,
+                code=_dedent(fence["body"], fence["indent"]),
+                script=script["script"].strip() if script else None,
+                output=output,
+            )
+        )
+    return found
+
+
+def all_blocks() -> list[Block]:
+    """Every Python block of README.md and docs/."""
+    return [block for page in PAGES for block in blocks_of(page)]
+
+
+def _compile(block: Block) -> None:
+    compile(block.code, block.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+
+
+def _run(block: Block) -> subprocess.CompletedProcess[str]:
+    """Run one program in a fresh process and directory, its providers pointed at a fake server."""
+    script = eval(block.script, {"call": call}) if block.script else []
+    with tempfile.TemporaryDirectory() as folder, FakeProviderServer() as server:
+        server.script(script)
+        program = Path(folder) / "program.py"
+        program.write_text(block.code)
+        env = {
+            **os.environ,
+            "ANTHROPIC_API_KEY": "test-key",
+            "ANTHROPIC_BASE_URL": server.url,
+            "OPENAI_API_KEY": "test-key",
+            "OPENAI_BASE_URL": server.openai_url,
+            "PYTHONUNBUFFERED": "1",
+        }
+        env.pop("ONION_STATE_KEY", None)
+        return subprocess.run(
+            [sys.executable, str(program)],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+
+
+BLOCKS = all_blocks()
+PROGRAMS = [block for block in BLOCKS if not block.fragment]
+FRAGMENTS = [block for block in BLOCKS if block.fragment]
+
+
+@pytest.fixture(scope="module")
+def ran() -> dict[str, subprocess.CompletedProcess[str]]:
+    """Every program of the docs, run concurrently (each in its own process)."""
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return dict(zip([b.where for b in PROGRAMS], pool.map(_run, PROGRAMS), strict=True))
+
+
+@pytest.mark.parametrize("block", PROGRAMS, ids=lambda block: block.where)
+def test_every_program_in_the_docs_runs_offline_and_prints_what_the_page_shows(
+    block: Block, ran: dict[str, subprocess.CompletedProcess[str]]
+) -> None:
+    """A Python block not marked `# fragment` runs as pasted; a `text` block after it is exactly its output."""
+    done = ran[block.where]
+    assert done.returncode == 0, f"{block.where} failed:\n{done.stderr}"
+    if block.output is not None:
+        assert done.stdout.strip() == block.output.strip(), f"{block.where} printed:\n{done.stdout}"
+
+
+@pytest.mark.parametrize("block", FRAGMENTS, ids=lambda block: block.where)
+def test_every_fragment_in_the_docs_compiles(block: Block) -> None:
+    """A block marked `# fragment` is valid Python (top-level `await` allowed)."""
+    _compile(block)
+
+
+def test_the_docs_have_programs_and_fragments_and_every_block_is_one_of_them() -> None:
+    """The parser finds the pages' blocks: README has programs, and the count adds up."""
+    assert any(block.page.name == "README.md" for block in PROGRAMS)
+    assert len(PROGRAMS) + len(FRAGMENTS) == len(BLOCKS) > 50
+
+
+def test_a_fake_model_comment_and_an_output_block_are_read_from_the_page(tmp_path: Path) -> None:
+    """The parser ties a `fake model:` comment above a block and a `text` block after it to that block."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        'Intro.\n\n<!-- fake model: ["hi"] -->\n```python\nprint("hi")\n```\n\n```text\nhi\n```\n\n'
+        "```python\n# fragment\nagent.use(log)\n```\n"
+    )
+    program, fragment = blocks_of(page)
+    assert (program.script, program.output, program.fragment, program.line) == ('["hi"]', "hi\n", False, 4)
+    assert (fragment.script, fragment.output, fragment.fragment) == (None, None, True)
