@@ -145,6 +145,7 @@ def rows(scale: Scale) -> list[Row]:
             "KB",
             traced["hand"]["traced_kb_per_run"],
             "hand",
+            aim=1.2,
         ),
     ]
 

@@ -1,4 +1,5 @@
-"""Import time: `python -c "import onion"` and `import middleware` against `python -c pass`."""
+"""Import time: `python -c "import onion"` and `import middleware` against `python -c pass`, and `import onion`
+on top of pydantic (what every onion program imports anyway) against pydantic alone."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from .timing import Scale, interleaved_commands
 
 SECTION = "import"
 ROOT = Path(__file__).resolve().parent.parent
+PYDANTIC = "from pydantic import BaseModel"
 
 
 def rows(scale: Scale) -> list[Row]:
@@ -17,6 +19,8 @@ def rows(scale: Scale) -> list[Row]:
         "pass": [sys.executable, "-c", "pass"],
         "onion": [sys.executable, "-c", "import onion"],
         "middleware": [sys.executable, "-c", "import middleware"],
+        "pydantic": [sys.executable, "-c", PYDANTIC],
+        "pydantic onion": [sys.executable, "-c", f"{PYDANTIC}; import onion"],
     }
     t = interleaved_commands(commands, repeats=scale.import_repeats, cwd=ROOT)
     found = []
@@ -24,4 +28,16 @@ def rows(scale: Scale) -> list[Row]:
         net = (t[module] - t["pass"]) * 1e3
         name = f"python -c 'import {module}' (net {net:.0f} ms{note})"
         found.append(Row(SECTION, name, t[module] * 1e3, "ms", t["pass"] * 1e3, "python -c pass"))
+    more = (t["pydantic onion"] - t["pydantic"]) * 1e3
+    found.append(
+        Row(
+            SECTION,
+            f"import onion on top of pydantic BaseModel ({more:.0f} ms more)",
+            t["pydantic onion"] * 1e3,
+            "ms",
+            t["pydantic"] * 1e3,
+            "pydantic alone",
+            aim=1.3,
+        )
+    )
     return found

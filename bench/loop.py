@@ -12,6 +12,8 @@ from .workload import FINAL, QUESTION, onion_agent
 
 LAYERS = (0, 10)
 BAR = 2.0
+AIM = 1.1
+"""Issue 23's aim for a run against the hand-written loop; a no-op layer aims at <= 1.0x a hand-nested await."""
 SECTION = "loop"
 
 
@@ -70,10 +72,13 @@ def rows(scale: Scale) -> list[Row]:
             t[f"hand {layers}"] * 1e6,
             "hand loop",
             BAR,
+            aim=AIM,
         )
         for layers in LAYERS
     ]
     added = t["onion 10"] - t["onion 0"]
     hand = t["hand 10"] - t["hand 0"]
-    found.append(Row(SECTION, "cost of 10 layers (5 calls x 10), per run", added * 1e6, "µs", hand * 1e6, "hand loop"))
+    found.append(
+        Row(SECTION, "cost of 10 layers (5 calls x 10), per run", added * 1e6, "µs", hand * 1e6, "hand loop", aim=1.0)
+    )
     return found

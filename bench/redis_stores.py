@@ -150,6 +150,7 @@ def rows(scale: Scale) -> list[Row]:
             "runs/s",
             runs / walls["memory"],
             "memory stores",
+            aim=-0.7,
         ),
     ]
 

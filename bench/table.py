@@ -21,6 +21,8 @@ class Row:
     baseline_name: str = ""
     bar: float | None = None
     skipped: str = ""
+    aim: float | None = None
+    """The ratio issue 23 aims at: at most `aim`, or at least `-aim` when negative (a rate: higher is better)."""
 
     @property
     def ratio(self) -> float | None:
@@ -35,6 +37,15 @@ class Row:
             return ""
         return f"<= {self.bar:g}x {'ok' if ratio <= self.bar else 'OVER'}"
 
+    @property
+    def aim_verdict(self) -> str:
+        ratio = self.ratio
+        if self.aim is None or ratio is None:
+            return ""
+        if self.aim < 0:
+            return f"{'met' if ratio >= -self.aim else 'SHORT'}: >= {-self.aim:g}x"
+        return f"{'met' if ratio <= self.aim else 'SHORT'}: <= {self.aim:g}x"
+
 
 def figure(value: float, unit: str) -> str:
     """`value` in `unit`, with as many digits as it deserves."""
@@ -46,15 +57,16 @@ def figure(value: float, unit: str) -> str:
 
 def render(rows: Iterable[Row]) -> str:
     """The rows as an aligned text table, sections in the order they come."""
-    header = ("section", "benchmark", "measured", "baseline", "ratio", "bar")
+    header = ("section", "benchmark", "measured", "baseline", "ratio", "bar", "aim")
     lines: list[tuple[str, ...]] = [header]
     for row in rows:
         if row.skipped:
-            lines.append((row.section, row.name, "skipped", row.skipped, "", ""))
+            lines.append((row.section, row.name, "skipped", row.skipped, "", "", ""))
             continue
         baseline = "" if row.baseline is None else f"{figure(row.baseline, row.unit)} {row.baseline_name}".rstrip()
         ratio = "n/a" if row.ratio is None else f"{row.ratio:.2f}x"
-        lines.append((row.section, row.name, figure(row.value, row.unit), baseline, ratio, row.verdict))
+        measured = figure(row.value, row.unit)
+        lines.append((row.section, row.name, measured, baseline, ratio, row.verdict, row.aim_verdict))
     widths = [max(len(line[i]) for line in lines if i < 2 or line[2] != "skipped") for i in range(len(header))]
     out = []
     for index, line in enumerate(lines):
