@@ -1,0 +1,11 @@
+"""onion on Temporal: `agent.run(...)` inside a workflow, each model call and tool call an activity.
+
+Install with `pip install 'onion[temporal]'`. See docs/temporal.md.
+"""
+
+from __future__ import annotations
+
+from ._options import ActivityOptions
+from ._plugin import OnionPlugin
+
+__all__ = ["ActivityOptions", "OnionPlugin"]

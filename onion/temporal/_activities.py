@@ -1,0 +1,108 @@
+"""The activities of one agent: its model calls and each of its tools, under stable names.
+
+`<agent>.model` asks a model of the agent; `<agent>.tool.<tool>` runs one
+tool. Both run in the worker's ordinary Python (no sandbox), so models and
+tools do their I/O as they do outside Temporal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from temporalio import activity
+
+from .._agent import Agent
+from .._calls import Run, ToolResult
+from .._output import output_schema
+from .._tools import Tool, render, valid_text
+from ..errors import ModelError, ToolArgumentsError
+from ._options import ActivityOptions
+from ._wire import call_from, model_failure, response_data, result_data
+
+
+def model_activity_name(agent: Agent[Any]) -> str:
+    return f"{agent.name}.model"
+
+
+def tool_activity_name(agent: Agent[Any], tool: str) -> str:
+    return f"{agent.name}.tool.{tool}"
+
+
+def agent_activities(agent: Agent[Any], options: ActivityOptions) -> list[Callable[..., Any]]:
+    """The model activity of `agent` and one activity per tool in `agent.tools`."""
+    made: list[Callable[..., Any]] = [_model_activity(agent, options)]
+    made.extend(_tool_activity(agent, tool, options) for tool in agent.tools)
+    return made
+
+
+def _model_activity(agent: Agent[Any], options: ActivityOptions) -> Callable[..., Any]:
+    models = {getattr(model, "name", None): model for model in (agent.model, *options.models)}
+
+    async def ask_model(data: dict[str, Any]) -> dict[str, Any]:
+        model = models.get(data["model"])
+        if model is None:
+            known = ", ".join(repr(name) for name in models)
+            raise ValueError(
+                f"agent {agent.name}: no model {data['model']!r} on this worker (known: {known}); "
+                "pass it to OnionPlugin(options=ActivityOptions(models=[...]))"
+            )
+        output_type = _output_type(agent, data["output"])
+        run = Run(agent, "", [], output_type=output_type)
+        call = call_from(data, run, model, output_type)
+        try:
+            async with _heartbeats(options.heartbeat_every):
+                response = await model.request(call)
+        except ModelError as error:
+            raise model_failure(error) from error
+        return response_data(response)
+
+    return activity.defn(name=model_activity_name(agent))(ask_model)
+
+
+def _tool_activity(agent: Agent[Any], tool: Tool, options: ActivityOptions) -> Callable[..., Any]:
+    async def run_tool(args: dict[str, Any]) -> dict[str, Any]:
+        try:
+            valid = tool.validate(args)
+        except ToolArgumentsError as error:
+            return result_data(ToolResult(f"{error}. Fix the arguments and call {tool.name} again.", is_error=True))
+        try:
+            async with _heartbeats(options.heartbeat_every):
+                value = await tool.invoke(valid, None, agent.tool_threads)
+        except Exception as error:
+            text = valid_text(f"Tool {tool.name} failed: {type(error).__name__}: {error}")
+            return result_data(ToolResult(text, is_error=True))
+        if isinstance(value, ToolResult):
+            return result_data(value)
+        return result_data(ToolResult(render(value)))
+
+    return activity.defn(name=tool_activity_name(agent, tool.name))(run_tool)
+
+
+def _output_type(agent: Agent[Any], output: dict[str, Any] | None) -> Any:
+    if output is None:
+        return str
+    if agent.output_type is not str and output_schema(agent.output_type).name == output["name"]:
+        return agent.output_type
+    raise ValueError(f"agent {agent.name}: output type {output['name']!r} is not the agent's output_type")
+
+
+class _heartbeats:
+    """Heartbeats every `every` seconds while the block runs, so Temporal sees a worker that died within its timeout."""
+
+    def __init__(self, every: float) -> None:
+        self.every = every
+        self.task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> None:
+        self.task = asyncio.create_task(self._beat())
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.task is not None
+        self.task.cancel()
+
+    async def _beat(self) -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(self.every)

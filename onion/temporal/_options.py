@@ -1,0 +1,35 @@
+"""How onion's activities are scheduled: timeouts, heartbeats, retries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from temporalio.common import RetryPolicy
+
+
+@dataclass(frozen=True)
+class ActivityOptions:
+    """The options of every model and tool activity an `OnionPlugin` schedules.
+
+    A worker that dies mid-call stops heartbeating; Temporal gives the call
+    up after `heartbeat_timeout` (10 s by default). A model call, or a tool
+    marked `@tool(idempotent=True)`, is then tried again under `retry`; any
+    other tool is never started twice (one attempt): the model reads that it
+    was interrupted. Model errors (`onion.errors.ModelError`) are not retried
+    by Temporal: onion's `retry` layer, in the workflow, decides.
+    """
+
+    start_to_close_timeout: timedelta = timedelta(minutes=10)
+    """The longest one model call or tool call may take."""
+    heartbeat_timeout: timedelta = timedelta(seconds=10)
+    """How long without a heartbeat before Temporal takes a call as lost (its worker died)."""
+    heartbeat_every: float = 2.0
+    """Seconds between the heartbeats a running activity sends (keep it well under `heartbeat_timeout`)."""
+    retry: RetryPolicy = field(
+        default_factory=lambda: RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
+    )
+    """Retries of a lost model call or idempotent tool call (never of a non-idempotent tool)."""
+    models: tuple[Any, ...] = ()
+    """Models besides each agent's own that its calls may use (a `fallback` layer's), matched by `name`."""

@@ -1,0 +1,72 @@
+"""`OnionPlugin`: onion's agents on a Temporal client and worker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import worker
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from .._agent import Agent
+from .._boundary import BOUNDARY
+from ._activities import agent_activities
+from ._options import ActivityOptions
+from ._workflow_side import WorkflowBoundary
+
+PASSED_THROUGH = ("onion", "middleware", "pydantic", "pydantic_core", "tenacity", "anthropic", "openai", "httpx")
+"""Modules the workflow sandbox shares with the worker instead of importing them again for each workflow."""
+
+
+class OnionPlugin(SimplePlugin):
+    """Runs `agents` on Temporal: pass it to `Client.connect(..., plugins=[...])` (the worker inherits it).
+
+    It sets the pydantic data converter, registers each agent's activities
+    (`<agent>.model`, `<agent>.tool.<tool>`) on every worker, lets onion's
+    modules through the workflow sandbox, and makes `agent.run(...)` inside a
+    workflow durable. Agent names must be unique. `options` sets timeouts,
+    heartbeats and retries (`ActivityOptions`).
+    """
+
+    def __init__(self, *agents: Agent[Any], options: ActivityOptions | None = None) -> None:
+        names = [agent.name for agent in agents]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"OnionPlugin: agent names must be unique, {twice} appear more than once; name them")
+        self.agents = agents
+        self.options = options or ActivityOptions()
+        activities = [made for agent in agents for made in agent_activities(agent, self.options)]
+        super().__init__(
+            "onion.OnionPlugin",
+            data_converter=pydantic_data_converter,
+            activities=activities,
+            interceptors=[_BoundaryInterceptor(self.options)],
+            workflow_runner=_passing_onion_through,
+        )
+
+
+def _passing_onion_through(runner: worker.WorkflowRunner | None) -> worker.WorkflowRunner:
+    if runner is None or isinstance(runner, SandboxedWorkflowRunner):
+        restrictions = runner.restrictions if runner is not None else SandboxRestrictions.default
+        return SandboxedWorkflowRunner(restrictions=restrictions.with_passthrough_modules(*PASSED_THROUGH))
+    return runner
+
+
+class _BoundaryInterceptor(worker.Interceptor):
+    """Sets onion's model and tool boundary to activities for the whole of each workflow run."""
+
+    def __init__(self, options: ActivityOptions) -> None:
+        self.options = options
+
+    def workflow_interceptor_class(
+        self, input: worker.WorkflowInterceptorClassInput
+    ) -> type[worker.WorkflowInboundInterceptor]:
+        options = self.options
+
+        class Inbound(worker.WorkflowInboundInterceptor):
+            async def execute_workflow(self, input: worker.ExecuteWorkflowInput) -> Any:
+                BOUNDARY.set(WorkflowBoundary(options))
+                return await super().execute_workflow(input)
+
+        return Inbound

@@ -1,0 +1,85 @@
+"""Inside a workflow: each model call and each tool call of `agent.run` becomes an activity.
+
+The run's layers (run, model, tools and tool chains) run in the workflow,
+deterministically; only the innermost points, the model's answer and the
+tool's own work, leave it. A model response or a tool result received is in
+the workflow's history, so a replacement worker never asks for it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, TimeoutError
+
+from .._calls import ModelCall, ModelResponse, ToolCall, ToolResult
+from ._activities import model_activity_name, tool_activity_name
+from ._options import ActivityOptions
+from ._wire import call_data, model_error_from, response_from, result_from
+
+_ONCE = RetryPolicy(maximum_attempts=1)
+
+
+class ActivityModel:
+    """A workflow's stand-in for a model: `request(call)` asks the real model in the agent's model activity."""
+
+    def __init__(self, model: Any, options: ActivityOptions) -> None:
+        self.model = model
+        self.name = str(getattr(model, "name", type(model).__name__))
+        self.options = options
+
+    async def request(self, call: ModelCall) -> ModelResponse:
+        options = self.options
+        try:
+            data = await workflow.execute_activity(
+                model_activity_name(call.run.agent),
+                call_data(call, self.name),
+                start_to_close_timeout=options.start_to_close_timeout,
+                heartbeat_timeout=options.heartbeat_timeout,
+                retry_policy=options.retry,
+                result_type=dict,
+            )
+        except ActivityError as failure:
+            raise model_error_from(failure) from failure
+        return response_from(data)
+
+
+class WorkflowBoundary:
+    """onion's model and tool boundary while a workflow runs: models and tools answer from activities."""
+
+    def __init__(self, options: ActivityOptions) -> None:
+        self.options = options
+
+    def model(self, call: ModelCall) -> ActivityModel:
+        return ActivityModel(call.model, self.options)
+
+    async def tool(self, call: ToolCall, invoke: Callable[[], Awaitable[Any]]) -> ToolResult:
+        tool, options = call.tool, self.options
+        agent = call.run.agent
+        if tool is None or all(own is not tool for own in agent.tools):
+            raise RuntimeError(
+                f"tool {call.name} is not one of agent {agent.name}'s tools, so it has no activity: "
+                "a tool a layer or an MCP server adds cannot run inside a workflow yet"
+            )
+        try:
+            data = await workflow.execute_activity(
+                tool_activity_name(agent, tool.name),
+                call.args,
+                start_to_close_timeout=options.start_to_close_timeout,
+                heartbeat_timeout=options.heartbeat_timeout,
+                retry_policy=options.retry if tool.idempotent else _ONCE,
+                result_type=dict,
+            )
+        except ActivityError as failure:
+            if tool.idempotent or not isinstance(failure.cause, TimeoutError):
+                raise
+            return ToolResult(
+                f"Tool {tool.name} was interrupted: the worker running it stopped, and it is not idempotent, "
+                "so it was not run again. It may or may not have taken effect.",
+                is_error=True,
+                call_id=call.id,
+            )
+        return result_from(data, call.id)

