@@ -23,7 +23,15 @@ def cli() -> None:
     show = actions.add_parser("show", help="print one run: its history and pending calls, secrets redacted")
     show.add_argument("run_id")
     show.add_argument("--db", type=Path, default=argparse.SUPPRESS, help="the SQLite store (default: onion.db)")
+    from .serve._cli import add_parser
+
+    add_parser(commands)
     arguments = parser.parse_args()
+    if arguments.command == "serve":
+        from .serve._cli import run
+
+        run(arguments)
+        return
     if arguments.command == "demo":
         asyncio.run(main(arguments.model, html=arguments.html))
         return

@@ -1,0 +1,131 @@
+"""The runs of a served agent: run one (JSON or streamed), list them, show one, decide a paused one.
+
+Decisions go through `agent.resume(state)`, which claims the run in the
+store: of two requests deciding one batch, one runs it and the other gets
+409, whatever the number of tabs, retries or workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from middleware.patterns import scrub
+from onion import Agent, RunFinished, RunResult, RunState, RunStateError
+from onion.errors import RunBusy, RunNotFound
+from onion.stores import RunRecord, Store
+
+from ._bodies import Decisions, Problem, RunRequest, event_json, event_name, pending_json
+from ._channel import Channel, Channels, current
+
+
+def error_json(error: BaseException) -> dict[str, str]:
+    """A failed run as JSON: its error's type and message, secrets scrubbed."""
+    return {"error": type(error).__name__, "message": scrub(str(error))}
+
+
+def start(agent: Agent[Any], channels: Channels, request: RunRequest) -> Channel:
+    """Stream the run in a task of its own, into a new channel (it goes on when the client leaves)."""
+    channel = Channel()
+
+    async def pump() -> None:
+        current.set((channels, channel))
+        try:
+            async for event in agent.stream(request.input, state=request.state, session=request.session):
+                if isinstance(event, RunFinished):
+                    channels.bind(channel, event.result.run_id)
+                channel.put(event_name(event), event_json(event))
+        except Exception as error:
+            channel.put("run_failed", error_json(error))
+        finally:
+            channels.ended(channel)
+
+    channel.task = channels.keep_running(asyncio.create_task(pump()))
+    return channel
+
+
+async def follow(channel: Channel, after: int, heartbeat: float, *, cancel_on_leave: bool) -> AsyncIterator[bytes]:
+    """The channel's events for one client; `cancel_on_leave`: a client leaving early cancels the run."""
+    try:
+        async for chunk in channel.follow(after, heartbeat):
+            yield chunk
+    finally:
+        if cancel_on_leave and not channel.ended and channel.task is not None:
+            channel.task.cancel()
+
+
+def store_of(agent: Agent[Any]) -> Store:
+    if agent.store is None:
+        raise Problem(404, "this agent has no store: runs are kept only with Agent(store=...) (see docs/serve.md)")
+    return agent.store
+
+
+async def listed(store: Store, status: str | None, limit: int) -> list[dict[str, Any]]:
+    """The store's runs, most recently updated first, with their pending calls."""
+    records = await store.runs(limit=limit)
+    return [summary(r) for r in records if status is None or r.status == status]
+
+
+def summary(record: RunRecord) -> dict[str, Any]:
+    pending = []
+    if record.status == "paused" and record.state:
+        pending = [pending_json(call) for call in RunState.from_json(record.state).pending]
+    return {
+        "run_id": record.run_id,
+        "status": record.status,
+        "pending": pending,
+        "agent": record.agent,
+        "session": record.session,
+        "created": record.created,
+        "updated": record.updated,
+    }
+
+
+async def shown(store: Store, run_id: str) -> dict[str, Any]:
+    """One run: its status, messages, pending calls, output and usage (messages only once paused or ended)."""
+    record = await store.run_record(run_id)
+    if record is None:
+        raise Problem(404, f"no run {run_id!r} in the store: GET /runs lists the runs")
+    shown: dict[str, Any] = {"run_id": run_id, "status": record.status, "messages": [], "pending": []}
+    shown.update(output=None, usage=None, session=record.session, agent=record.agent)
+    if record.status in ("paused", "completed"):
+        state = await store.load(run_id)
+        shown["messages"] = [m.to_dict() for m in [*state.messages, *state.answered]]
+        shown["pending"] = [pending_json(call) for call in state.pending]
+        shown["output"] = state.output if record.status == "completed" else None
+        shown["usage"] = {
+            k: v for k, v in state.usage.to_dict().items() if k in ("input_tokens", "output_tokens", "requests")
+        }
+    return shown
+
+
+async def decide(agent: Agent[Any], run_id: str, decisions: Decisions) -> RunResult[Any]:
+    """Apply `decisions` to the paused run and resume it; 404 for an unknown run, 409 when it is not waiting."""
+    store = store_of(agent)
+    try:
+        state = await store.load(run_id)
+    except RunNotFound:
+        raise Problem(404, f"no run {run_id!r} in the store: GET /runs lists the runs") from None
+    except RunStateError:
+        raise Problem(409, f"run {run_id} is not paused: it runs or has failed, nothing waits for a decision") from None
+    if not state.paused:
+        raise Problem(409, f"run {run_id} is {state.status}: nothing waits for a decision")
+    try:
+        for call_id in decisions.approve:
+            state.approve(call_id)
+        for call_id, reason in decisions.reject.items():
+            state.reject(call_id, reason=reason)
+        for call_id, args in decisions.edit.items():
+            state.edit(call_id, args)
+    except RunStateError as error:
+        raise Problem(409, str(error)) from None
+    undecided = [call.id for call in state.pending if call.decision is None]
+    if undecided:
+        raise Problem(422, f"calls {', '.join(undecided)} have no decision: approve, reject or edit every pending call")
+    try:
+        return await agent.resume(state)
+    except RunBusy as error:  # BatchDecided too: another request decided this batch first
+        raise Problem(409, str(error)) from None
+    except RunStateError as error:
+        raise Problem(422, str(error)) from None

@@ -1,0 +1,57 @@
+"""The agent the serve tests put behind uvicorn: the real Anthropic SDK against the fake provider server.
+
+Configured by the environment: FAKE_URL (the fake server), EFFECTS (a file each tool run appends a line to),
+ONION_TEST_DB (an SQLite store; none when unset), ONION_TEST_TOKEN (the token; none when unset).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from middleware import approve
+from onion import Agent, tool
+from onion.providers import AnthropicModel
+from onion.serve import serve
+from onion.stores import SQLiteStore
+
+EFFECTS = Path(os.environ["EFFECTS"])
+
+
+def record(line: str) -> None:
+    with EFFECTS.open("a") as file:
+        file.write(line + "\n")
+
+
+@tool
+def lookup(city: str) -> str:
+    """The weather in a city."""
+    record(f"lookup {city}")
+    return f"sunny in {city}"
+
+
+@tool
+def delete(path: str) -> str:
+    """Delete a file."""
+    record(f"delete {path}")
+    return f"deleted {path}"
+
+
+@tool
+async def slow(seconds: float) -> str:
+    """Wait, then answer."""
+    await asyncio.sleep(seconds)
+    record(f"slow {seconds}")
+    return "waited"
+
+
+database = os.environ.get("ONION_TEST_DB")
+model = AnthropicModel("claude-test", base_url=os.environ["FAKE_URL"], api_key="test-key")
+agent = Agent(
+    model,
+    tools=[lookup, delete, slow],
+    name="served",
+    store=SQLiteStore(database) if database else None,
+).use(approve("delete", reason="deleting needs a person"))
+app = serve(agent, token=os.environ.get("ONION_TEST_TOKEN") or None, heartbeat=0.2)
