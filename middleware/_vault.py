@@ -109,6 +109,12 @@ def _scope(store: object | None) -> str:
 def _scope_of(store: object) -> str:
     if isinstance(store, SQLiteStore) and store.path != ":memory:":
         return _hashed(f"sqlite {os.path.realpath(store.path)}")
+    if isinstance(store, RedisStore) and store._given is not None:  # a client of the user's: its server and db
+        kwargs = getattr(getattr(store._given, "connection_pool", None), "connection_kwargs", None)
+        if not kwargs:  # a client onion cannot read the server of: this store object's own scope
+            return _hashed(f"object {type(store).__qualname__} {uuid.uuid4().hex}")
+        server = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+        return _hashed(f"redis {server} {kwargs.get('db', 0)} {store.namespace}")
     if isinstance(store, RedisStore):
         url = urlsplit(store.url)
         query = parse_qs(url.query)

@@ -517,10 +517,13 @@ def _record(run_id: str, fields: Any) -> RunRecord:
 
 def _safe_url(url: str) -> str:
     """`url` with its passwords (user:password@, ?password=, ?ssl_password=) shown as ***."""
+    scheme, found, rest = url.partition("://")
+    if found and "@" in rest:  # whatever stands before the last '@' (a password may hold '#', '?' or '/')
+        credentials, _, host = rest.rpartition("@")
+        user, colon, _ = credentials.partition(":")
+        url = f"{scheme}://{user + ':' if user and colon else ''}***@{host}"
     parts = urlsplit(url)
-    credentials, at, host = parts.netloc.rpartition("@")
-    user, colon, _ = credentials.partition(":")
-    netloc = f"{user}:***@{host}" if user and colon else f"***@{host}" if at and colon else parts.netloc
+    netloc = parts.netloc
     query = "&".join(_hidden(pair) for pair in parts.query.split("&"))
     return (
         f"{parts.scheme}://{netloc}{parts.path}"

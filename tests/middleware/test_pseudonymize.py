@@ -462,6 +462,13 @@ async def test_vault_keys_keep_stores_and_namespaces_apart_and_name_one_store_al
         RedisStore("redis://10.0.0.5:6380/3", namespace="a"),
         RedisStore("unix:///run/redis.sock?db=2&password=hunter2", namespace="a"),
     ]
+    from redis.asyncio import Redis
+
+    apart += [  # clients of the user's own: told apart by their server and db, not by the url left at its default
+        RedisStore(client=Redis(host="10.0.0.7", port=6379), namespace="a"),
+        RedisStore(client=Redis(host="10.0.0.8", port=6379), namespace="a"),
+        RedisStore(client=Redis(host="10.0.0.8", port=6379, db=1), namespace="a"),
+    ]
     again = [SQLiteStore(tmp_path / "a.db"), RedisStore("redis://other:secret@10.0.0.5:6380/2", namespace="a")]
     assert len({key(store) for store in apart}) == len(apart)
     assert [key(store) for store in again] == [key(apart[3]), key(apart[5])]

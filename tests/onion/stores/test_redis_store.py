@@ -353,6 +353,7 @@ async def test_a_correction_from_another_thread_during_a_sweep_is_applied_and_fa
         ),
         ("unix:///tmp/onion-no-such.sock?db=0&password=hunter2", "unix:///tmp/onion-no-such.sock?db=0&password=***"),
         ("rediss://alice:hunter2@[::1]:{port}/0?password=hunter2", "rediss://alice:***@[::1]:{port}/0?password=***"),
+        ("redis://hunter2@127.0.0.1:{port}/0", "redis://***@127.0.0.1:{port}/0"),
     ],
 )
 async def test_a_redis_password_in_the_url_is_hidden_in_the_repr_and_in_store_unavailable(
@@ -367,3 +368,12 @@ async def test_a_redis_password_in_the_url_is_hidden_in_the_repr_and_in_store_un
             await store.session_messages("s")
         message = str(refused.value)
         assert "hunter2" not in message and f"Redis at {shown.format(port=port)} failed" in message
+
+
+def test_a_password_holding_url_delimiters_is_hidden_whole() -> None:
+    """A password with '#', '?', '/' or '@' in it, not percent-encoded: everything before the host's '@' is hidden."""
+    from onion.stores._redis import _safe_url
+
+    for url in ("redis://:hun#ter?2@10.0.0.5:6379/0", "redis://alice:hu/nt@er2@10.0.0.5:6379/0"):
+        shown = _safe_url(url)
+        assert "hun" not in shown and "er2" not in shown and shown.endswith("@10.0.0.5:6379/0"), shown
