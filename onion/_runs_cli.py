@@ -109,15 +109,21 @@ def _args(args: dict[str, Any]) -> str:
 
 
 def _scrubbed(text: str) -> str:
-    """`text` with its secrets hidden; JSON text as data (a value under a secret's name is hidden whole)."""
+    """`text` with its secrets hidden; JSON within it as data (a value under a secret's name is hidden whole),
+    wherever it starts (`config: {"password": ...}` too)."""
     from middleware.patterns import scrub, scrub_value
 
-    if text.startswith(("{", "[")):
+    decoder, parts, at = json.JSONDecoder(), [], 0
+    for start, char in enumerate(text):
+        if start < at or char not in "{[":
+            continue
         try:
-            return json.dumps(scrub_value(json.loads(text)), ensure_ascii=False)
+            value, end = decoder.raw_decode(text, start)
         except ValueError:
-            pass
-    return scrub(text)
+            continue
+        parts += [scrub(text[at:start]), json.dumps(scrub_value(value), ensure_ascii=False)]
+        at = end
+    return "".join(parts) + scrub(text[at:])
 
 
 def _printable(text: str) -> str:

@@ -122,6 +122,21 @@ async def test_runs_show_hides_secrets_nested_in_arguments_and_results_as_data(t
     assert '"user": "bob"' in shown and "[REDACTED]" in shown and "fine" in shown
 
 
+@tool
+def read_config() -> str:
+    return 'config: {"password": {"value": "hunter2"}, "user": "bob"} and [{"api_key": "hunter3"}] end'
+
+
+async def test_runs_show_hides_secrets_in_json_that_follows_other_text(tmp_path: Path) -> None:
+    """JSON inside a result, after a prefix, is scrubbed as data too; the text around it still shows."""
+    path = tmp_path / "prefixed.db"
+    async with SQLiteStore(path) as store:
+        agent = Agent(ScriptedModel([[call("read_config")], "done"]), tools=[read_config], store=store)
+        run_id = (await agent.run("read it")).run_id
+    shown = await show_run(path, run_id)
+    assert "hunter" not in shown and "config: {" in shown and '"user": "bob"' in shown and "end" in shown, shown
+
+
 async def test_runs_show_scrubs_a_key_before_cutting_a_long_line(tmp_path: Path) -> None:
     """A key that straddles the 200-character cut of a line is hidden, not printed in part."""
     key = "sk-proj-" + "Ab1" * 16
