@@ -9,6 +9,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
 
+from .._committed import committed
 from .._messages import Message
 from ._protocols import SessionStore, SessionTurn
 
@@ -69,7 +70,9 @@ class Session:
         renewing stops (it is never taken back): an append fenced by the token
         (`append(..., lock=token)`, `turn(...)`) is then refused. A caller
         cancelled while taking the lock gives it back, should the store have
-        taken it.
+        taken it. Once the block inside has ended, letting go of the lock
+        finishes even if the caller is cancelled meanwhile, and the block's
+        outcome stands (a run that completed is not reported as cancelled).
         """
         owner = owner or uuid.uuid4().hex
         wait = self.poll
@@ -84,12 +87,18 @@ class Session:
         renewing = asyncio.create_task(self._renew(owner))
         try:
             yield owner
-        finally:
-            renewing.cancel()
-            try:
-                await asyncio.gather(renewing, return_exceptions=True)
-            finally:  # cancelled again while the renewal stops: unlock all the same
-                await asyncio.shield(self.store.unlock_session(self.session_id, owner))
+        except BaseException:
+            await asyncio.shield(self._let_go(renewing, owner))
+            raise
+        await committed(self._let_go(renewing, owner))  # the work inside is done: a late cancel stops nothing
+
+    async def _let_go(self, renewing: asyncio.Task[None], owner: str) -> None:
+        """Stop renewing and give the lock back."""
+        renewing.cancel()
+        try:
+            await asyncio.gather(renewing, return_exceptions=True)
+        finally:  # cancelled again while the renewal stops: unlock all the same
+            await asyncio.shield(self.store.unlock_session(self.session_id, owner))
 
     async def _renew(self, owner: str) -> None:
         while True:

@@ -232,6 +232,42 @@ async def test_a_run_cancelled_while_it_commits_is_either_completed_and_returned
             assert record.status == "completed" and [m.text for m in turn] == ["hi", "hello"]
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+async def test_runs_cancelled_at_any_moment_on_a_real_store_are_completed_and_returned_or_neither(
+    backend: str, tmp_path: Any, request: pytest.FixtureRequest
+) -> None:
+    """Cancellations spread over a run's whole life on SQLite and Redis: never CancelledError with the run
+    stored as completed (or its turn in the session), never a result of a run the store does not hold."""
+    import time
+    import uuid
+
+    from onion.stores import RedisStore, SQLiteStore
+
+    if backend == "redis":
+        store: Any = RedisStore(request.getfixturevalue("redis_url"), namespace=f"c{uuid.uuid4().hex[:12]}")
+    else:
+        store = SQLiteStore(tmp_path / "c.db")
+    agent = Agent(FunctionModel(lambda call: "hello"), store=store)
+    started = time.perf_counter()
+    await agent.run("hi", session="warm-up")
+    took = time.perf_counter() - started
+    rng = __import__("random").Random(5)
+    for index in range(80):
+        session = f"s{index}"
+        task = asyncio.ensure_future(agent.run("hi", session=session))
+        await asyncio.sleep(rng.uniform(0, took * 1.5))
+        task.cancel()
+        outcome = (await asyncio.gather(task, return_exceptions=True))[0]
+        turn = await store.session(session).messages()
+        completed = [r for r in await store.runs(limit=1000) if r.session == session and r.status == "completed"]
+        if isinstance(outcome, BaseException):
+            assert isinstance(outcome, asyncio.CancelledError), outcome
+            assert completed == [] and turn == [], (index, completed, turn)
+        else:
+            assert len(completed) == 1 and [m.text for m in turn] == ["hi", "hello"], (index, completed, turn)
+    await store.aclose()
+
+
 # -- 6. a paused run on a session of a store the agent does not have ----------------------------------
 
 
