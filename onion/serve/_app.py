@@ -106,9 +106,10 @@ def serve(
         given = request.headers.get("last-event-id", "0").strip() or "0"
         if not given.isdigit():
             raise Problem(422, f"Last-Event-ID {given!r}: give the id: of the last event received (a number)")
+        store = store_of(agent)  # without one, a client that left has nothing to come back to
         channel = channels.get(run_id)
         if channel is None:
-            await shown(store_of(agent), run_id)  # 404 when the store never saw it
+            await shown(store, run_id)  # 404 when the store never saw it
             raise Problem(
                 409,
                 f"this server process holds no events of run {run_id} (it ran elsewhere, or ended over "

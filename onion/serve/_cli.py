@@ -1,4 +1,4 @@
-"""`python -m onion serve module:agent`: the agent behind uvicorn, on a store given by flag, token from the environment."""
+"""`python -m onion serve module:agent`: the agent behind uvicorn, on the store a flag names, the token from the env."""
 
 from __future__ import annotations
 
