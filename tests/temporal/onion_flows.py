@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 
 from onion import Agent, ModelCall, tool
-from onion.testing import FunctionModel, call
+from onion.providers.anthropic import AnthropicModel
+from onion.temporal import ActivityOptions
+from onion.testing import FunctionModel, RecordedRequest, call
 
 
 @tool
@@ -27,6 +34,79 @@ def clerk(model_call: ModelCall) -> Any:
 weather = Agent(FunctionModel(clerk, name="clerk"), name="weather", tools=[get_weather])
 
 AGENTS = [weather]
+
+FAST = ActivityOptions(
+    heartbeat_timeout=timedelta(seconds=2),
+    heartbeat_every=0.3,
+    retry=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=5),
+)
+"""Options for the crash tests: a dead worker's call is given up after 2 s."""
+
+
+def _effect(line: str) -> bool:
+    """Appends `line` to the side-effects file ($ONION_EFFECTS); True if it was there already."""
+    path = Path(os.environ["ONION_EFFECTS"])
+    seen = path.exists() and line in path.read_text().splitlines()
+    with path.open("a") as file:
+        file.write(line + "\n")
+    return seen
+
+
+@tool
+def lookup(order: int) -> str:
+    """The status of an order."""
+    return f"order {order} shipped"
+
+
+@tool
+def charge(order: int) -> str:
+    """Charges an order (not idempotent). Its first run takes a minute: long enough to kill its worker."""
+    if not _effect("charge start"):
+        time.sleep(60)
+    _effect("charge done")
+    return f"charged order {order}"
+
+
+@tool(idempotent=True)
+def resend(order: int) -> str:
+    """Sends an order's receipt again (idempotent). Its first run takes a minute."""
+    if not _effect("resend start"):
+        time.sleep(60)
+    _effect("resend done")
+    return f"receipt of order {order} sent"
+
+
+def support_agent(url: str) -> Agent[str]:
+    """The support agent on the real anthropic SDK, against the fake provider server at `url`."""
+    model = AnthropicModel("claude-test", base_url=url, api_key="test-key", max_tokens=256)
+    return Agent(model, name="support", tools=[lookup, charge, resend])
+
+
+def _text(content: Any) -> str:
+    return content if isinstance(content, str) else " ".join(part.get("text", "") for part in content)
+
+
+def support_answers(request: RecordedRequest) -> Any:
+    """The fake server's answer: call the tool the question names with its order, then report what it said."""
+    messages = request.body["messages"]
+    blocks = [b for m in messages if not isinstance(m["content"], str) for b in m["content"]]
+    results = [b for b in blocks if b["type"] == "tool_result"]
+    if not results:
+        name, order = _text(messages[-1]["content"]).split()[-2:]
+        return [call(name, order=int(order))]
+    return f"done: {_text(results[-1]['content'])}"
+
+
+support = support_agent(os.environ.get("ONION_FAKE_URL", "http://127.0.0.1:9"))
+
+
+@workflow.defn
+class Support:
+    """Runs the support agent on one request."""
+
+    @workflow.run
+    async def run(self, question: str) -> str:
+        return (await support.run(question)).output
 
 
 @workflow.defn

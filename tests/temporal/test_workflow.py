@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
+from typing import Any
 
 import onion_flows
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
+
+from onion.temporal import OnionPlugin
+from onion.testing import FakeProviderServer
 
 
 def _activities(history) -> list[str]:
@@ -16,6 +22,11 @@ def _activities(history) -> list[str]:
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
+
+
+def _without_ids(body: dict[str, Any]) -> str:
+    """A request body as JSON, tool call ids left out (the fake server numbers them afresh)."""
+    return re.sub(r'"(id|tool_use_id)": "call_\d+"', "", json.dumps(body, sort_keys=True))
 
 
 async def test_an_agent_with_a_tool_completes_inside_a_workflow_as_it_does_outside(client: Client) -> None:
@@ -31,3 +42,32 @@ async def test_an_agent_with_a_tool_completes_inside_a_workflow_as_it_does_outsi
     assert done["output"] == outside.output == "Answer: 18°C and sunny in Paris"
     assert [m["role"] for m in done["messages"]] == [m.role for m in outside.messages]
     assert _activities(history) == ["weather.model", "weather.tool.get_weather", "weather.model"]
+
+
+async def test_the_real_anthropic_sdk_answers_inside_an_activity_as_it_does_outside(temporal_address: str) -> None:
+    """Through the fake provider server, the workflow and a plain run of the same agent give the same answer."""
+    with FakeProviderServer(respond=onion_flows.support_answers) as fake:
+        agent = onion_flows.support_agent(fake.url)
+        client = await Client.connect(temporal_address, plugins=[OnionPlugin(agent)])
+        queue = f"q-{uuid.uuid4().hex}"
+        async with Worker(client, task_queue=queue, workflows=[onion_flows.Support]):
+            inside = await client.execute_workflow(
+                onion_flows.Support.run, "status of lookup 7", id=f"w-{uuid.uuid4().hex}", task_queue=queue
+            )
+        outside = await agent.run("status of lookup 7")
+        assert inside == outside.output == "done: order 7 shipped"
+        assert [_without_ids(r.body) for r in fake.requests[:2]] == [_without_ids(r.body) for r in fake.requests[2:]]
+
+
+async def test_a_completed_workflow_replays_without_non_determinism(client: Client) -> None:
+    """Temporal's Replayer, with the plugin and the default sandbox, replays the history of a finished run."""
+    queue = f"q-{uuid.uuid4().hex}"
+    async with Worker(client, task_queue=queue, workflows=[onion_flows.AskWeather]):
+        handle = await client.start_workflow(
+            onion_flows.AskWeather.run, "weather in Oslo", id=f"w-{uuid.uuid4().hex}", task_queue=queue
+        )
+        await handle.result()
+    history = await handle.fetch_history()
+    replayer = Replayer(workflows=[onion_flows.AskWeather], plugins=[OnionPlugin(*onion_flows.AGENTS)])
+    replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert replayed.replay_failure is None

@@ -1,0 +1,110 @@
+"""Workers killed mid-run: another worker finishes the run from Temporal's history, repeating nothing finished."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import onion_flows
+import pytest
+from temporalio.client import Client
+
+from onion.temporal import OnionPlugin
+from onion.testing import FakeProviderServer
+
+WORKER = Path(__file__).parent / "worker_process.py"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeProviderServer]:
+    with FakeProviderServer(respond=onion_flows.support_answers) as server:
+        yield server
+
+
+class Workers:
+    """Worker processes on one task queue, each SIGKILLable; all of them stopped at the end."""
+
+    def __init__(self, address: str, url: str, effects: Path) -> None:
+        self.address, self.url, self.queue = address, url, f"q-{uuid.uuid4().hex}"
+        self.env = {**os.environ, "ONION_EFFECTS": str(effects), "ONION_FAKE_URL": url}
+        self.started: list[subprocess.Popen[str]] = []
+
+    def start(self) -> subprocess.Popen[str]:
+        command = [sys.executable, str(WORKER), self.address, self.queue, self.url]
+        process = subprocess.Popen(command, env=self.env, stdout=subprocess.PIPE, text=True)
+        self.started.append(process)
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+        return process
+
+    def stop_all(self) -> None:
+        for process in self.started:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def workers(temporal_address: str, fake: FakeProviderServer, tmp_path: Path) -> Iterator[Workers]:
+    started = Workers(temporal_address, fake.url, tmp_path / "effects.txt")
+    yield started
+    started.stop_all()
+
+
+def _wait_for(path: Path, line: str) -> None:
+    deadline = time.monotonic() + 30
+    while not (path.exists() and line in path.read_text().splitlines()):
+        assert time.monotonic() < deadline, f"{line!r} never appeared in {path}"
+        time.sleep(0.05)
+
+
+async def _killed_mid_tool(workers: Workers, fake: FakeProviderServer, tool: str) -> tuple[str, list[str]]:
+    """Starts `<tool> 7` on a worker, SIGKILLs it while the tool runs, starts another; the answer and side effects."""
+    effects = Path(workers.env["ONION_EFFECTS"])
+    client = await Client.connect(workers.address, plugins=[OnionPlugin(onion_flows.support_agent(fake.url))])
+    first = workers.start()
+    handle = await client.start_workflow(
+        onion_flows.Support.run, f"please {tool} 7", id=f"w-{uuid.uuid4().hex}", task_queue=workers.queue
+    )
+    _wait_for(effects, f"{tool} start")
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    workers.start()
+    answer = await handle.result()
+    return answer, effects.read_text().splitlines()
+
+
+def _tool_results(fake: FakeProviderServer) -> list[str]:
+    last = fake.requests[-1].body["messages"]
+    return [
+        onion_flows._text(b["content"])
+        for m in last
+        if not isinstance(m["content"], str)
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    ]
+
+
+async def test_a_non_idempotent_tool_whose_worker_died_is_not_run_again_and_the_model_reads_it_was_interrupted(
+    workers: Workers, fake: FakeProviderServer
+) -> None:
+    """charge ran once (never finished); the model's two answers were each requested once; it read 'interrupted'."""
+    answer, effects = await _killed_mid_tool(workers, fake, "charge")
+    assert effects == ["charge start"]
+    assert len(fake.requests) == 2
+    assert "was interrupted" in _tool_results(fake)[0]
+    assert answer.startswith("done: Tool charge was interrupted")
+
+
+async def test_an_idempotent_tool_whose_worker_died_runs_again_on_another_worker(
+    workers: Workers, fake: FakeProviderServer
+) -> None:
+    """resend started twice and finished once; the model response asking for it was not requested again."""
+    answer, effects = await _killed_mid_tool(workers, fake, "resend")
+    assert effects == ["resend start", "resend start", "resend done"]
+    assert len(fake.requests) == 2
+    assert answer == "done: receipt of order 7 sent"
