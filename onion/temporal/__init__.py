@@ -5,7 +5,8 @@ Install with `pip install 'onion[temporal]'`. See docs/temporal.md.
 
 from __future__ import annotations
 
+from ._approvals import decide, pending, run
 from ._options import ActivityOptions
 from ._plugin import OnionPlugin
 
-__all__ = ["ActivityOptions", "OnionPlugin"]
+__all__ = ["ActivityOptions", "OnionPlugin", "decide", "pending", "run"]

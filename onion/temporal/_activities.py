@@ -22,12 +22,12 @@ from ._options import ActivityOptions
 from ._wire import call_from, model_failure, response_data, result_data
 
 
-def model_activity_name(agent: Agent[Any]) -> str:
-    return f"{agent.name}.model"
+def model_activity_name(agent: str) -> str:
+    return f"{agent}.model"
 
 
-def tool_activity_name(agent: Agent[Any], tool: str) -> str:
-    return f"{agent.name}.tool.{tool}"
+def tool_activity_name(agent: str, tool: str) -> str:
+    return f"{agent}.tool.{tool}"
 
 
 def agent_activities(agent: Agent[Any], options: ActivityOptions) -> list[Callable[..., Any]]:
@@ -58,7 +58,7 @@ def _model_activity(agent: Agent[Any], options: ActivityOptions) -> Callable[...
             raise model_failure(error) from error
         return response_data(response)
 
-    return activity.defn(name=model_activity_name(agent))(ask_model)
+    return activity.defn(name=model_activity_name(agent.name))(ask_model)
 
 
 def _tool_activity(agent: Agent[Any], tool: Tool, options: ActivityOptions) -> Callable[..., Any]:
@@ -77,7 +77,7 @@ def _tool_activity(agent: Agent[Any], tool: Tool, options: ActivityOptions) -> C
             return result_data(value)
         return result_data(ToolResult(render(value)))
 
-    return activity.defn(name=tool_activity_name(agent, tool.name))(run_tool)
+    return activity.defn(name=tool_activity_name(agent.name, tool.name))(run_tool)
 
 
 def _output_type(agent: Agent[Any], output: dict[str, Any] | None) -> Any:

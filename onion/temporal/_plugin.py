@@ -41,7 +41,7 @@ class OnionPlugin(SimplePlugin):
             "onion.OnionPlugin",
             data_converter=pydantic_data_converter,
             activities=activities,
-            interceptors=[_BoundaryInterceptor(self.options)],
+            interceptors=[_BoundaryInterceptor(self.options, {a.name: {t.name for t in a.tools} for a in agents})],
             workflow_runner=_passing_onion_through,
         )
 
@@ -56,17 +56,18 @@ def _passing_onion_through(runner: worker.WorkflowRunner | None) -> worker.Workf
 class _BoundaryInterceptor(worker.Interceptor):
     """Sets onion's model and tool boundary to activities for the whole of each workflow run."""
 
-    def __init__(self, options: ActivityOptions) -> None:
+    def __init__(self, options: ActivityOptions, tools: dict[str, set[str]]) -> None:
         self.options = options
+        self.tools = tools
 
     def workflow_interceptor_class(
         self, input: worker.WorkflowInterceptorClassInput
     ) -> type[worker.WorkflowInboundInterceptor]:
-        options = self.options
+        options, tools = self.options, self.tools
 
         class Inbound(worker.WorkflowInboundInterceptor):
             async def execute_workflow(self, input: worker.ExecuteWorkflowInput) -> Any:
-                BOUNDARY.set(WorkflowBoundary(options))
+                BOUNDARY.set(WorkflowBoundary(options, tools))
                 return await super().execute_workflow(input)
 
         return Inbound

@@ -35,7 +35,7 @@ class ActivityModel:
         options = self.options
         try:
             data = await workflow.execute_activity(
-                model_activity_name(call.run.agent),
+                model_activity_name(call.run.agent.name),
                 call_data(call, self.name),
                 start_to_close_timeout=options.start_to_close_timeout,
                 heartbeat_timeout=options.heartbeat_timeout,
@@ -50,18 +50,20 @@ class ActivityModel:
 class WorkflowBoundary:
     """onion's model and tool boundary while a workflow runs: models and tools answer from activities."""
 
-    def __init__(self, options: ActivityOptions) -> None:
+    def __init__(self, options: ActivityOptions, tools: dict[str, set[str]]) -> None:
         self.options = options
+        self.tools = tools
+        """The tools that have an activity, by agent name."""
 
     def model(self, call: ModelCall) -> ActivityModel:
         return ActivityModel(call.model, self.options)
 
     async def tool(self, call: ToolCall, invoke: Callable[[], Awaitable[Any]]) -> ToolResult:
         tool, options = call.tool, self.options
-        agent = call.run.agent
-        if tool is None or all(own is not tool for own in agent.tools):
+        agent = call.run.agent.name
+        if tool is None or tool.name not in self.tools.get(agent, ()):
             raise RuntimeError(
-                f"tool {call.name} is not one of agent {agent.name}'s tools, so it has no activity: "
+                f"tool {call.name} is not one of agent {agent}'s tools, so it has no activity: "
                 "a tool a layer or an MCP server adds cannot run inside a workflow yet"
             )
         try:

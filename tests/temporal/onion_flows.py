@@ -11,6 +11,8 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
+import onion.temporal
+from middleware import approve
 from onion import Agent, ModelCall, tool
 from onion.providers.anthropic import AnthropicModel
 from onion.temporal import ActivityOptions
@@ -117,3 +119,34 @@ class AskWeather:
     async def run(self, question: str) -> dict[str, Any]:
         result = await weather.run(question)
         return {"output": result.output, "messages": [m.to_dict() for m in result.messages]}
+
+
+PAID: list[dict[str, Any]] = []
+"""Every run of `pay` in this process (the in-process worker's activities), with its arguments."""
+
+
+@tool
+def pay(order: int, amount: int) -> str:
+    """Pays an order."""
+    PAID.append({"order": order, "amount": amount})
+    return f"paid {amount} for order {order}"
+
+
+def cashier(model_call: ModelCall) -> Any:
+    """Asks to pay order 7 for 30, then answers with what the tool said."""
+    results = [m.text for m in model_call.messages if m.role == "tool"]
+    return [call("pay", order=7, amount=30)] if not results else "Answer: " + results[-1]
+
+
+cash = Agent(FunctionModel(cashier, name="cashier"), name="cash", tools=[pay]).use(approve("pay"))
+
+AGENTS.append(cash)
+
+
+@workflow.defn
+class Pay:
+    """Runs the cash agent, waiting durably for a person to decide on each payment."""
+
+    @workflow.run
+    async def run(self, question: str) -> str:
+        return (await onion.temporal.run(cash, question)).output

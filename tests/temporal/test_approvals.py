@@ -1,0 +1,76 @@
+"""Approvals inside a workflow: a paused call waits durably; `pending` lists it and `decide` settles it once."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import onion_flows
+import pytest
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.worker import Worker
+
+from onion.temporal import decide, pending
+
+
+@pytest.fixture
+async def paused(client: Client) -> AsyncIterator[WorkflowHandle[Any, Any]]:
+    """A Pay workflow on an in-process worker, waiting on its one pending call."""
+    onion_flows.PAID.clear()
+    queue = f"q-{uuid.uuid4().hex}"
+    async with Worker(client, task_queue=queue, workflows=[onion_flows.Pay]):
+        handle = await client.start_workflow(
+            onion_flows.Pay.run, "pay order 7", id=f"w-{uuid.uuid4().hex}", task_queue=queue
+        )
+        while not await pending(handle):
+            await asyncio.sleep(0.05)
+        yield handle
+
+
+async def test_pending_lists_the_paused_call_and_an_approval_runs_it_once(paused: WorkflowHandle[Any, Any]) -> None:
+    """The call waits with its name, arguments and reason; approved, it runs once and the run completes."""
+    [call] = await pending(paused)
+    assert (call.name, call.args) == ("pay", {"order": 7, "amount": 30})
+    assert onion_flows.PAID == []
+    await decide(paused, approve=[call.id])
+    assert await paused.result() == "Answer: paid 30 for order 7"
+    assert onion_flows.PAID == [{"order": 7, "amount": 30}]
+    assert await pending(paused) == []
+
+
+async def test_a_second_decision_for_the_same_call_is_refused_naming_it(paused: WorkflowHandle[Any, Any]) -> None:
+    """Deciding an already decided call raises naming its id; the tool still ran once."""
+    [call] = await pending(paused)
+    await decide(paused, approve=[call.id])
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await decide(paused, reject={call.id: "changed my mind"})
+    assert call.id in str(refused.value.cause)
+    await paused.result()
+    assert onion_flows.PAID == [{"order": 7, "amount": 30}]
+
+
+async def test_a_rejection_reaches_the_model_and_the_tool_never_runs(paused: WorkflowHandle[Any, Any]) -> None:
+    """The model reads the rejection's reason as the call's result."""
+    [call] = await pending(paused)
+    await decide(paused, reject={call.id: "over the limit"})
+    assert "over the limit" in await paused.result()
+    assert onion_flows.PAID == []
+
+
+async def test_an_edit_runs_the_tool_with_the_edited_arguments(paused: WorkflowHandle[Any, Any]) -> None:
+    """The tool gets the arguments the decision gave, not the model's."""
+    [call] = await pending(paused)
+    await decide(paused, edit={call.id: {"order": 7, "amount": 25}})
+    assert await paused.result() == "Answer: paid 25 for order 7"
+    assert onion_flows.PAID == [{"order": 7, "amount": 25}]
+
+
+async def test_a_decision_for_a_call_that_is_not_pending_is_refused(paused: WorkflowHandle[Any, Any]) -> None:
+    """An unknown call id is refused by the update's validator, naming it; nothing is decided."""
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await decide(paused, approve=["call_nope"])
+    assert "call_nope" in str(refused.value.cause)
+    assert len(await pending(paused)) == 1
+    await paused.terminate()
