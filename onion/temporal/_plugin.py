@@ -11,6 +11,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from .._agent import Agent
 from .._boundary import BOUNDARY
+from ..errors import OnionError
 from ._activities import agent_activities
 from ._options import ActivityOptions
 from ._workflow_side import WorkflowBoundary
@@ -43,6 +44,7 @@ class OnionPlugin(SimplePlugin):
             activities=activities,
             interceptors=[_BoundaryInterceptor(self.options, {a.name: {t.name for t in a.tools} for a in agents})],
             workflow_runner=_passing_onion_through,
+            workflow_failure_exception_types=[OnionError],
         )
 
 

@@ -17,6 +17,7 @@ from temporalio.exceptions import ActivityError, TimeoutError
 
 from .._calls import ModelCall, ModelResponse, ToolCall, ToolResult
 from ._activities import model_activity_name, tool_activity_name
+from ._determinism import refuse_nondeterministic
 from ._options import ActivityOptions
 from ._wire import call_data, model_error_from, response_from, result_from
 
@@ -56,6 +57,7 @@ class WorkflowBoundary:
         """The tools that have an activity, by agent name."""
 
     def model(self, call: ModelCall) -> ActivityModel:
+        refuse_nondeterministic(call.run.agent)
         return ActivityModel(call.model, self.options)
 
     async def tool(self, call: ToolCall, invoke: Callable[[], Awaitable[Any]]) -> ToolResult:

@@ -21,6 +21,7 @@ from onion.temporal import OnionPlugin
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))  # the workflows (onion_flows.py) import by name, in the sandbox and in worker processes
 
+import audit_flows  # noqa: E402
 import onion_flows  # noqa: E402
 
 
@@ -76,4 +77,4 @@ def temporal_address() -> Iterator[str]:
 @pytest.fixture
 async def client(temporal_address: str) -> AsyncIterator[Client]:
     """A client on the session's server with onion's plugin for the test agents (its workers inherit it)."""
-    yield await Client.connect(temporal_address, plugins=[OnionPlugin(*onion_flows.AGENTS)])
+    yield await Client.connect(temporal_address, plugins=[OnionPlugin(*onion_flows.AGENTS, *audit_flows.AGENTS)])

@@ -1,0 +1,71 @@
+"""One agent per built-in layer family, run inside a workflow and outside to compare (tests/temporal/test_layers.py)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from onion_flows import get_weather
+from temporalio import workflow
+
+from middleware import budget, cache, concurrency, guard, limit, log, pseudonymize, rate_limit, redact, retry, timeout
+from onion import Agent, Layer, ModelCall
+from onion.errors import ServerError
+from onion.testing import FunctionModel, call
+
+
+def auditor(model_call: ModelCall) -> Any:
+    """Asks the weather of the question's last word, then answers with the tool's result and the question it read."""
+    asked = next(m.text for m in model_call.messages if m.role == "user")
+    results = [m.text for m in model_call.messages if m.role == "tool"]
+    if not results:
+        return [call("get_weather", city=asked.split()[-1])]
+    return f"Answer: {results[-1]} | read: {asked}"
+
+
+_calls = itertools.count()
+
+
+def flaky(model_call: ModelCall) -> Any:
+    """`auditor`, failing every other request with a retryable ServerError (each run's first try fails)."""
+    if next(_calls) % 2 == 0:
+        raise ServerError("overloaded, try again", status_code=503)
+    return auditor(model_call)
+
+
+def _agent(name: str, layer: Any, model: Any = auditor) -> Agent[str]:
+    return Agent(FunctionModel(model, name=f"audit-{name}"), name=f"audit-{name}", tools=[get_weather]).use(layer)
+
+
+SAME = {
+    "log": _agent("log", log),
+    "redact": _agent("redact", redact()),
+    "pseudonymize": _agent("pseudonymize", pseudonymize()),
+    "budget": _agent("budget", budget(max_tokens=1_000_000)),
+    "limit": _agent("limit", limit(model_calls=1)),
+    "guard": _agent("guard", guard(lambda text: "Answer" not in text, retries=0)),
+    "retry": _agent("retry", retry(initial=0.01, jitter=0), flaky),
+    "timeout": _agent("timeout", timeout(5)),
+}
+"""Layers that give the same result inside a workflow as outside."""
+
+REFUSED: dict[str, Agent[str]] = {
+    "rate_limit": _agent("rate_limit", rate_limit(rpm=100)),
+    "cache": _agent("cache", cache()),
+    "concurrency": _agent("concurrency", concurrency(2)),
+}
+"""Layers that refuse to run inside a workflow, naming themselves."""
+
+AGENTS = [*SAME.values(), *REFUSED.values()]
+_BY_NAME = {**SAME, **REFUSED}
+
+assert all(isinstance(layer, Layer) for agent in AGENTS for layer in agent.stack.layers())
+
+
+@workflow.defn
+class Audited:
+    """Runs the audit agent of one layer family on one question."""
+
+    @workflow.run
+    async def run(self, family: str, question: str) -> str:
+        return (await _BY_NAME[family].run(question)).output

@@ -1,0 +1,74 @@
+"""Built-in layers inside a workflow: the same result as outside, or a refusal naming the layer."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import audit_flows
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.worker import Worker
+
+QUESTION = "key sk-proj-ABCDEFGHIJKLMNOPQRSTUV123456 mail ada@example.com weather in Oslo"
+
+
+@pytest.fixture
+async def audited(client: Client) -> AsyncIterator[Any]:
+    """Runs `Audited` for a layer family on an in-process worker: its output, or the error it failed with."""
+    queue = f"q-{uuid.uuid4().hex}"
+    async with Worker(client, task_queue=queue, workflows=[audit_flows.Audited]):
+
+        async def run(family: str) -> str:
+            return await client.execute_workflow(
+                audit_flows.Audited.run, args=[family, QUESTION], id=f"w-{uuid.uuid4().hex}", task_queue=queue
+            )
+
+        yield run
+
+
+def _no_run_id(text: str) -> str:
+    """`text` with run ids left out: each run has its own."""
+    return re.sub(r"run-[0-9a-f]+-\d+", "run-<id>", text)
+
+
+async def _outside(family: str) -> str | BaseException:
+    try:
+        return (await audit_flows.SAME[family].run(QUESTION)).output
+    except Exception as error:
+        return error
+
+
+@pytest.mark.parametrize("family", sorted(audit_flows.SAME))
+async def test_a_built_in_layer_gives_the_same_result_inside_a_workflow_as_outside(audited: Any, family: str) -> None:
+    """The same scripted model and question: the same answer, or the same onion error by type and message."""
+    outside = await _outside(family)
+    if isinstance(outside, BaseException):
+        with pytest.raises(WorkflowFailureError) as failed:
+            await audited(family)
+        cause = failed.value.cause
+        inside = (getattr(cause, "type", None), _no_run_id(getattr(cause, "message", "")))
+        assert inside == (type(outside).__name__, _no_run_id(str(outside)))
+    else:
+        assert await audited(family) == outside
+
+
+async def test_the_compared_layers_act_on_these_runs(audited: Any) -> None:
+    """The comparison is not vacuous: redact hides the key from the model, limit and guard stop the run."""
+    redacted = await audited("redact")
+    assert "[REDACTED]" in redacted and "sk-proj" not in redacted
+    assert type(await _outside("limit")).__name__ == "LimitReached"
+    assert type(await _outside("guard")).__name__ == "GuardFailed"
+
+
+@pytest.mark.parametrize("family", sorted(audit_flows.REFUSED))
+async def test_a_layer_that_cannot_replay_refuses_naming_itself(audited: Any, family: str) -> None:
+    """The workflow fails with NotDeterministic naming the layer; outside a workflow the agent runs as usual."""
+    with pytest.raises(WorkflowFailureError) as failed:
+        await audited(family)
+    cause = failed.value.cause
+    assert getattr(cause, "type", None) == "NotDeterministic"
+    assert family in str(cause) and "cannot run inside a Temporal workflow" in str(cause)
+    assert (await audit_flows.REFUSED[family].run(QUESTION)).output.startswith("Answer:")
