@@ -18,6 +18,9 @@ from . import _tokens
 
 _MAX_TOKEN_SETTINGS = ("max_tokens", "max_output_tokens", "max_completion_tokens")
 
+LEAST_WAIT = 0.001
+"""The shortest wait, in seconds: a wait shorter than a clock can tell apart from none would never end."""
+
 
 class RateLimitExceeded(RateLimitedError):
     """A call would exceed the limit and `rate_limit(wait=False)` does not wait.
@@ -53,19 +56,22 @@ class rate_limit:
     Before each call the layer reserves one request and an estimate of its
     tokens (`estimate(call)`, default `estimate_tokens`), then corrects the
     estimate with the response's real usage; a cached response (a `cache`
-    layer inside this one) gives its request and tokens back. An estimate
-    above `tpm` reserves `tpm` (the call goes once the bucket is full), and
-    its correction is measured from that reservation, so the steady rate
-    stays at `tpm`. Over the limit it waits (`sleep`, default
-    `asyncio.sleep`), or with `wait=False` raises `RateLimitExceeded`. The
-    key is the model's name unless `key(call)` says otherwise. Bare (no
-    limits) it still obeys the
-    provider: a call failing with `RateLimitedError` carrying `retry_after`
-    makes later calls for that key wait that long. All runs and agents that
-    share this layer share its `store` (default: a `MemoryRateStore`).
+    layer inside this one) gives its request and tokens back. `rpm` and
+    `tpm` are per minute whatever the `window`: the buckets hold, and may
+    spend at once, `window` seconds' worth of them (`rpm=60, window=1`: one
+    request a second, no burst). An estimate above a window's tokens
+    reserves them all (the call goes once the bucket is full), and its
+    correction is measured from that reservation, so the steady rate stays
+    at `tpm`. Over the limit it waits (`sleep`, default `asyncio.sleep`;
+    never less than `LEAST_WAIT`), or with `wait=False` raises
+    `RateLimitExceeded`. The key is the model's name unless `key(call)` says
+    otherwise. Bare (no limits) it still obeys the provider: a call failing
+    with `RateLimitedError` carrying `retry_after` makes later calls for that
+    key wait that long. All runs and agents that share this layer share its
+    `store` (default: a `MemoryRateStore`).
     """
 
-    __slots__ = ("_refunds", "estimate", "key", "rpm", "sleep", "store", "tpm", "wait", "window")
+    __slots__ = ("_refunds", "_rpw", "_tpw", "estimate", "key", "rpm", "sleep", "store", "tpm", "wait", "window")
 
     def __init__(
         self,
@@ -83,15 +89,17 @@ class rate_limit:
             if value is not None and value <= 0:
                 raise ValueError(f"rate_limit: {label} must be positive, got {value!r}")
         self.rpm, self.tpm, self.wait, self.key, self.estimate, self.window = rpm, tpm, wait, key, estimate, window
+        self._rpw = rpm * window / 60 if rpm else None  # what the store counts: requests and tokens per window
+        self._tpw = tpm * window / 60 if tpm else None
         self.sleep = sleep
         self.store: RateStore = store if store is not None else MemoryRateStore()
         self._refunds = Refunds()
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
         key = self.key(call)
-        reserved = min(self.estimate(call), int(self.tpm)) if self.tpm else 0
+        reserved = min(self.estimate(call), int(self._tpw)) if self._tpw else 0
         epoch = self._refunds.epoch
-        delay = await self.store.acquire(key, reserved, rpm=self.rpm, tpm=self.tpm, window=self.window)
+        delay = await self.store.acquire(key, reserved, rpm=self._rpw, tpm=self._tpw, window=self.window)
         if delay > 0:
             await self._wait_for_room(key, reserved, delay, epoch)
         try:
@@ -119,13 +127,14 @@ class rate_limit:
             if self._refunds.epoch != epoch:
                 seen = -1
             while True:
+                delay = max(delay, LEAST_WAIT)
                 if not self.wait:
                     raise RateLimitExceeded(
                         f"rate limit for {key} reached; retry in {delay:.3f}s", key=key, retry_after=delay
                     )
                 waited(await self._pause(key, delay, refunds, seen))
                 seen = refunds.count
-                delay = await self.store.acquire(key, reserved, rpm=self.rpm, tpm=self.tpm, window=self.window)
+                delay = await self.store.acquire(key, reserved, rpm=self._rpw, tpm=self._tpw, window=self.window)
                 if delay <= 0:
                     return
 

@@ -62,6 +62,39 @@ async def test_requests_over_rpm_wait_for_the_window_to_refill() -> None:
     assert fake_time.now == pytest.approx(30.0)
 
 
+async def run_calls(agent: Agent, n: int) -> None:
+    """`n` runs of `agent` one after another; a layer spinning on a fake clock fails here instead of hanging."""
+
+    async def calls() -> None:
+        for _ in range(n):
+            await agent.run("hi")
+
+    await asyncio.wait_for(calls(), timeout=30)
+
+
+async def test_rpm_stays_per_minute_whatever_the_window() -> None:
+    """rpm=60, window=1: one request a second (not 60 a second), so 121 calls take two minutes."""
+    fake_time = FakeTime()
+    await run_calls(Agent(ScriptedModel(answers(121))).use(limited(fake_time, rpm=60, window=1)), 121)
+    assert fake_time.now == pytest.approx(120.0)
+
+
+async def test_tpm_stays_per_minute_whatever_the_window() -> None:
+    """tpm=600, window=1 with 20-token calls: 10 tokens a second, so each call after the first waits 2 s."""
+    fake_time = FakeTime()
+    layer = limited(fake_time, tpm=600, window=1, estimate=lambda call: 20)
+    await run_calls(Agent(ScriptedModel(answers(6, Usage(10, 10, 1)))).use(layer), 6)
+    assert fake_time.now == pytest.approx(10.0, abs=0.1)
+
+
+async def test_a_wait_on_a_fake_clock_always_moves_it_on() -> None:
+    """rpm=720 on `FakeTime`: past the burst, waits never shrink to sleeps too short to move the clock."""
+    fake_time = FakeTime()
+    await run_calls(Agent(ScriptedModel(answers(800))).use(limited(fake_time, rpm=720)), 800)
+    assert fake_time.now == pytest.approx(80 / 12, abs=0.1)
+    assert len(fake_time.slept) < 200
+
+
 async def test_wait_false_raises_rate_limit_exceeded_with_retry_after() -> None:
     agent = Agent(ScriptedModel(answers(3))).use(rate_limit(rpm=1, wait=False))
     await agent.run("hi")

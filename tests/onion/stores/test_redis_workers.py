@@ -108,7 +108,7 @@ def run_workers(redis_url: str, server: FakeProviderServer, ns: str, rpm: str, t
 
 
 def test_four_workers_share_one_requests_per_minute_limit(redis_url: str) -> None:
-    """4 processes x 50 concurrent runs under rate_limit(rpm=120, window=3 s) on one Redis.
+    """4 processes x 50 concurrent runs under rate_limit(rpm=2400, window=3 s), 120 a window, on one Redis.
 
     The server never receives more than 120 requests admitted within any
     window, and the workers together fill at least 90% of it. The window is
@@ -117,21 +117,21 @@ def test_four_workers_share_one_requests_per_minute_limit(redis_url: str) -> Non
     """
     arrivals = Arrivals(lambda n: answered(50))
     with FakeProviderServer(respond=arrivals) as server:
-        run_workers(redis_url, server, namespace(), "120", "0", "3.0")
+        run_workers(redis_url, server, namespace(), "2400", "0", "3.0")
     assert len(arrivals.times) == 200
     assert arrivals.most_in_any_window(3.0) <= 120
     assert arrivals.most_in_any_window(3.0) >= 108
 
 
 def test_four_workers_share_one_tokens_per_minute_limit_reconciled_with_real_usage(redis_url: str) -> None:
-    """Calls are estimated at 60 tokens and really use 50: reconciled, 40 fit in tpm=2000 a window, not 33.
+    """Calls are estimated at 60 tokens and really use 50: reconciled, 40 fit in 2000 a window (tpm=40000), not 33.
 
     The real tokens the server answered within any 3 s window stay under
     2000 and reach at least 90% of it (without reconciling, 83%).
     """
     arrivals = Arrivals(lambda n: answered(50))
     with FakeProviderServer(respond=arrivals) as server:
-        run_workers(redis_url, server, namespace(), "0", "2000", "3.0")
+        run_workers(redis_url, server, namespace(), "0", "40000", "3.0")
     used = [50.0] * len(arrivals.times)
     assert arrivals.most_in_any_window(3.0, used) <= 2000
     assert arrivals.most_in_any_window(3.0, used) >= 1800
