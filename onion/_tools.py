@@ -138,7 +138,23 @@ def tool(
 
 
 def as_tool(item: Tool | Callable[..., Any]) -> Tool:
-    return item if isinstance(item, Tool) else Tool(item)
+    """`item` as a `Tool`; a `TypeError` naming it when `tools=` cannot take it."""
+    if isinstance(item, Tool):
+        return item
+    if callable(item) and hasattr(item, "__name__") and not isinstance(item, type):
+        return Tool(item)
+    if hasattr(item, "as_tool"):
+        hint = "pass agent.as_tool() for an agent"
+    elif isinstance(item, type):
+        hint = f"got the class {item.__name__}: pass a function or a method"
+    elif callable(item):
+        hint = f"got {item!r}: pass Tool(item.__call__, name=...)"
+    else:
+        hint = f"got {item!r}"
+    raise TypeError(
+        "tools= takes functions (plain or @tool), Tool objects (Tool(fn), agent.as_tool()) and MCP servers "
+        f"(onion.mcp.MCPServer); {hint}"
+    )
 
 
 def render(value: Any) -> str | list[Part]:

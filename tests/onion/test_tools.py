@@ -97,6 +97,46 @@ def open_file() -> str:
     raise FileNotFoundError(f"no such file: {listed_name()}")
 
 
+class Weather:
+    """A class, not a tool."""
+
+    def __init__(self, city: str) -> None:
+        self.city = city
+
+
+class Ring:
+    """A callable object without a `__name__`."""
+
+    def __call__(self, number: str) -> str:
+        return f"rang {number}"
+
+
+@pytest.mark.parametrize(
+    ("item", "named"),
+    [
+        (42, "42"),
+        (..., "Ellipsis"),
+        ("get_weather", "'get_weather'"),
+        (Weather, "the class Weather"),
+        (Agent(ScriptedModel(["x"]), name="helper"), r"pass agent\.as_tool\(\)"),
+        (Ring(), r"Tool\(item\.__call__, name=\.\.\.\)"),
+    ],
+    ids=["int", "ellipsis", "str", "class", "agent", "callable-object"],
+)
+def test_a_non_tool_in_tools_is_a_type_error_naming_the_item_and_what_tools_takes(item: object, named: str) -> None:
+    """`tools=[42]`, the docs' `tools=[...]` placeholder, a class or an agent: a `TypeError`, not `AttributeError`."""
+    with pytest.raises(TypeError, match="tools=") as caught:
+        Agent(ScriptedModel(["x"]), tools=[item])  # type: ignore[list-item]
+    assert "functions" in str(caught.value)
+    assert caught.match(named)
+
+
+def test_a_callable_object_s_method_named_with_tool_is_a_tool() -> None:
+    """What the refusal of a callable object suggests works: `Tool(Ring().__call__, name="ring")`."""
+    agent = Agent(ScriptedModel(["x"]), tools=[Tool(Ring().__call__, name="ring")])
+    assert [tool.name for tool in agent.tools] == ["ring"]
+
+
 async def test_lone_surrogates_in_tool_results_are_replaced_before_anything_sees_them() -> None:
     """A result or an error message holding a lone surrogate reaches the history as UTF-8, U+FFFD in its place."""
     script = [[call("list_files"), call("open_file")], "ok"]
