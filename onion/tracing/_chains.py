@@ -79,6 +79,8 @@ def compose(stack: Stack, kind: str, terminal: Handler, checked: bool, switch: S
     exporter = switch.exporter
     if kind == "model":
         terminal = _traced("request", terminal, exporter)
+    elif kind == "tool" and switch.layers:
+        terminal = _in_tool_span(terminal)
     wrap = _layer_wrapper(exporter if exporter is not None and exporter.layers else None) if switch.layers else None
     return _traced(kind, stack.compose(kind, terminal, checked=checked, wrap=wrap), exporter)
 
@@ -118,6 +120,25 @@ def _traced(kind: str, chain: Handler, exporter: Exporter | None) -> Handler:
         return result
 
     return traced_call
+
+
+def _in_tool_span(terminal: Handler) -> Handler:
+    """`terminal` (the tool itself) run with its call's span current, so what the tool notes (`note`,
+    `waited`) and the runs it starts belong to the tool call, not to its innermost layer."""
+
+    async def tool_itself(ctx: Any) -> Any:
+        span = current.get()
+        while span is not None and span.kind == "layer":
+            span = span.parent
+        if span is None:
+            return await terminal(ctx)
+        token = current.set(span)
+        try:
+            return await terminal(ctx)
+        finally:
+            current.reset(token)
+
+    return tool_itself
 
 
 def _layer_wrapper(exporter: Exporter | None) -> Callable[[Layer, str], Callable[..., Any]]:

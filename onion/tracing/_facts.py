@@ -46,7 +46,7 @@ def _answered(result: Any, ctx: Any) -> str:
 
 
 def outcome(span: Span) -> list[str]:
-    """What a call (or model request) came to: tokens, a cache hit, a block, an error."""
+    """What a call (or model request) came to: tokens, a cache hit, a block, an error, what it noted."""
     facts = []
     result = span.result
     if isinstance(result, RunResult):
@@ -70,6 +70,7 @@ def outcome(span: Span) -> list[str]:
         facts.append("paused")
     if span.error is not None:
         facts.append(error_text(span.error))
+    facts.extend(span.notes)
     return facts
 
 

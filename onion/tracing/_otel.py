@@ -130,9 +130,8 @@ class OpenTelemetry:
         elif isinstance(span.result, ToolResult) and span.result.is_error and span.kind == "tool":
             opened.set_attribute("error.type", "tool_error")
             opened.set_status(self._status(self._error))
-        if span.kind == "layer":
-            for text in span.notes:
-                opened.add_event("onion.note", {"onion.note": text})
+        for text in span.notes:
+            opened.add_event("onion.note", {"onion.note": text})
         opened.end()
         if span.kind == "model":
             self._measure(span)

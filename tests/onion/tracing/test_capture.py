@@ -142,6 +142,31 @@ async def test_note_and_waited_from_a_layer_show_next_to_it_and_do_nothing_untra
     assert re.search(r"slow_gate +\d+ µs  waited 1.2 s, let through$", str(trace), re.MULTILINE)
 
 
+async def test_a_note_from_inside_a_tool_is_credited_to_the_tool_call_not_its_innermost_layer(tmp_path: Path) -> None:
+    """`tracing.note()` in a tool lands on the tool call's line of the tree and the page, not a layer's."""
+
+    @tool
+    async def look_up(city: str) -> str:
+        """Look a city up."""
+        tracing.note("cache miss")
+        return "sunny"
+
+    async def gate(ctx: ToolCall, call_next: Handler) -> ToolResult:
+        return await call_next(ctx)  # type: ignore[no-any-return]
+
+    agent = Agent(ScriptedModel([[ToolRequest("c1", "look_up", {"city": "Oslo"})], "sunny"]), tools=[look_up])
+    agent.use(gate)
+    with tracing.capture() as trace:
+        await agent.run("weather?")
+    drawn = timeless(str(trace))
+    assert "tool look_up(city='Oslo') · T · cache miss" in drawn
+    assert not re.search(r"gate +T +.*cache miss", drawn)
+    html = trace.to_html(tmp_path / "trace.html").read_text()
+    [tool_row] = [line for line in html.splitlines() if 'data-kind="tool"' in line]
+    assert "cache miss" in tool_row
+    assert not [line for line in html.splitlines() if 'data-kind="layer"' in line and "cache miss" in line]
+
+
 async def test_a_run_inside_a_tool_is_drawn_inside_that_tool_call() -> None:
     """An agent used from a tool: its run is a child of the tool call, not a separate run."""
     inner = Agent(ScriptedModel(["4"]), name="inner")

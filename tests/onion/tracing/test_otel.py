@@ -348,6 +348,31 @@ async def test_layers_true_adds_a_span_per_layer_pass_nested_in_chain_order(serv
     assert waited == f"waited {attributes['onion.layer.waited_s']:.2g} s"
 
 
+async def test_a_note_from_inside_a_tool_is_an_event_of_the_tool_span_not_of_a_layer_span(
+    server: FakeProviderServer,
+) -> None:
+    """With `layers=True`, a tool's `tracing.note()` is an `onion.note` event of its `execute_tool` span."""
+
+    @tool
+    async def look_up(city: str) -> str:
+        """Look a city up."""
+        tracing.note("cache miss")
+        return "sunny"
+
+    telemetry = Telemetry()
+    tracing.instrument(telemetry.tracer_provider, layers=True)
+    try:
+        server.script([ModelResponse(Message.assistant("", [ToolRequest("c1", "look_up", {"city": "Oslo"})])), "ok"])
+        model = AnthropicModel("claude-test", base_url=server.url, api_key=KEY)
+        agent = Agent(model, tools=[look_up], middleware=[log])
+        await agent.run("weather?")
+        await model.aclose()
+    finally:
+        tracing.uninstrument()
+    noted = [span.name for span in telemetry.spans() for event in span.events if event.name == "onion.note"]
+    assert noted == ["execute_tool look_up"]
+
+
 async def test_metrics_record_tokens_and_duration_per_model_call(
     telemetry: Telemetry, server: FakeProviderServer
 ) -> None:
