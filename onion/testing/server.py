@@ -17,11 +17,14 @@ check them (a malformed one gets a 400); the output field is read back with
 `RecordedRequest.output_format`. Every request is recorded in
 `server.requests` before it is answered. Standard library only; it runs in a
 background thread, so sync and async tests can share it. `close()` (or leaving
-the `with` block) ends every connection and joins every thread it started.
+the `with` block) ends every connection and joins every thread it started. A
+server left open never holds the interpreter: its threads are daemons, and it
+is closed at exit with a warning saying it was left open.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import selectors
@@ -29,6 +32,7 @@ import socket
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -164,6 +168,7 @@ class FakeProviderServer:
         self._httpd = _HTTPServer((self._host, 0), _Handler, self)
         self._thread = threading.Thread(target=self._httpd.serve_until_woken, name="FakeProviderServer", daemon=True)
         self._thread.start()
+        atexit.register(self._close_left_open)
         return self
 
     def close(self) -> None:
@@ -171,6 +176,7 @@ class FakeProviderServer:
         httpd, thread = self._httpd, self._thread
         if httpd is None or thread is None:
             return
+        atexit.unregister(self._close_left_open)
         self._stopping.set()
         httpd.wake()
         thread.join()
@@ -181,6 +187,15 @@ class FakeProviderServer:
                 connection.shutdown(socket.SHUT_RDWR)
         httpd.server_close()
         self._httpd = self._thread = None
+
+    def _close_left_open(self) -> None:
+        """At exit: close a server nobody closed, and say so."""
+        warnings.warn(
+            f"FakeProviderServer at {self.url} was left open: closed at exit; "
+            "use `with FakeProviderServer() as server:` or call server.close()",
+            stacklevel=1,
+        )
+        self.close()
 
     def __enter__(self) -> FakeProviderServer:
         return self.start()
@@ -209,15 +224,21 @@ class FakeProviderServer:
 
 
 class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = False
-    request_queue_size = socket.SOMAXCONN  # the default, 5, resets connections that arrive in a burst
-    block_on_close = True
     request_queue_size = 512  # a burst of concurrent clients is queued, not reset (the default is 5)
 
     def __init__(self, address: tuple[str, int], handler: type[_Handler], fake: FakeProviderServer) -> None:
         self.fake = fake
         self._waker, self._wake_signal = socket.socketpair()
+        self._handlers: list[threading.Thread] = []
         super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Handle the connection in a daemon thread (one left open never holds the interpreter at exit),
+        joined by `server_close`."""
+        thread = threading.Thread(target=self.process_request_thread, args=(request, client_address), daemon=True)
+        self._handlers = [handler for handler in self._handlers if handler.is_alive()]
+        self._handlers.append(thread)
+        thread.start()
 
     def serve_until_woken(self) -> None:
         """Accept connections until `wake()`; unlike `serve_forever`, stopping costs no polling delay."""
@@ -238,6 +259,8 @@ class _HTTPServer(ThreadingHTTPServer):
         super().server_close()
         self._waker.close()
         self._wake_signal.close()
+        for thread in self._handlers:
+            thread.join()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Connections the client or `close()` cut are expected: quiet for those, loud for anything else."""
