@@ -16,7 +16,7 @@ from pathlib import Path
 from middleware import cache, retry
 from onion import Agent, tool, tracing
 from onion.errors import RateLimitedError
-from onion.testing import ScriptedModel, call
+from onion.testing import ScriptedModel, ScriptItem, call
 
 
 @tool
@@ -27,7 +27,8 @@ def add(a: float, b: float) -> float:
 
 def agent() -> Agent:
     """An agent whose model is rate-limited once, then asks for a tool, then answers."""
-    script = [RateLimitedError("429 (scripted)", retry_after=0.01), [call("add", a=2, b=3)], "2 + 3 = 5"]
+    limited = RateLimitedError("429 (scripted)", retry_after=0.01)
+    script: list[ScriptItem] = [limited, [call("add", a=2, b=3)], "2 + 3 = 5"]
     return Agent(ScriptedModel(script), tools=[add], middleware=[retry, cache], name="adder")
 
 

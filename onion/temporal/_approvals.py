@@ -15,7 +15,7 @@ from temporalio import workflow
 from temporalio.client import WorkflowHandle
 
 from .._agent import Agent
-from .._calls import RunResult
+from .._calls import OutputT, RunResult
 from .._state import PendingCall
 
 PENDING = "onion.pending"
@@ -58,12 +58,12 @@ class _Decisions:
         return all(call.id in self.decided for call in self.calls)
 
 
-async def run(agent: Agent[Any], input: Any, **options: Any) -> RunResult[Any]:
+async def run(agent: Agent[OutputT], input: Any, **options: Any) -> RunResult[OutputT]:
     """`agent.run(input, **options)` in workflow code, waiting durably for each pause's decisions; never paused."""
     decisions = _Decisions()
     workflow.set_query_handler(PENDING, decisions.pending)
     workflow.set_update_handler(DECIDE, decisions.take, validator=decisions.check)
-    result = await agent.run(input, **options)
+    result: RunResult[OutputT] = await agent.run(input, **options)
     while result.paused:
         decisions.calls, decisions.decided = result.pending, {}
         await workflow.wait_condition(decisions.done)

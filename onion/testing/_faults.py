@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+import pydantic
 
 from .._calls import ModelResponse
 from .._messages import ToolRequest
@@ -103,6 +105,8 @@ ServerItem = (
     str
     | list[ToolRequest]
     | ModelResponse
+    | pydantic.BaseModel
+    | Sequence[pydantic.BaseModel]
     | HTTPError
     | StreamError
     | Delay
@@ -112,7 +116,8 @@ ServerItem = (
     | BadGzip
     | TruncatedBody
 )
-"""What the server answers one request with."""
+"""What the server answers one request with: a script item of `ScriptedModel` (a pydantic object, or a list of
+them, is answered as its JSON text) or a wire fault."""
 
 _ids = itertools.count(1)
 
