@@ -1,7 +1,8 @@
 """A long run with many tools: `pseudonymize`, `compact` and `select_tools` together.
 
 `python examples/long_run.py` runs one agent offline for 60 model calls. It
-has 40 tools; `select_tools(4)` offers each request only four. Each step
+has 40 tools; `select_tools(4)` offers each request only four (five with
+the tool whose result the model reads next). Each step
 reads a page of a customer's file (long results); `compact(1_500, ...)`
 clears old results and has a second, small model summarise older turns, so
 no request goes over 1,500 tokens. The customer's e-mail address reaches
@@ -57,7 +58,7 @@ async def main() -> dict[str, Any]:
         max_steps=70,
     ).use(
         pseudonymize,  # outermost: compact, the summariser and the model see <EMAIL_1>
-        select_tools(4),  # before compact, which then counts the four tools sent, not all forty
+        select_tools(4),  # before compact, which then counts the tools sent (4, +1 just called), not all forty
         compact(1_500, summarize=summarizer),
     )
     result = await agent.run(f"Read the whole customer file of {ADDRESS}, every page.")

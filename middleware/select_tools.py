@@ -34,9 +34,10 @@ class select_tools:
 
     The tools whose results the model is about to read (those its latest
     message called), and any called without a result yet, are always
-    offered: they take their places among the `k` first (more than `k` if
-    there are more of them). A call to a tool not offered this time still runs if the
-    agent has it. Calls offering `k` tools or fewer pass untouched. Not
+    offered, on top of the `k`. Ties are broken by relevance (the word
+    score, then shared parts of words: `raining` and `rainfall`), the
+    agent's tool order only last. A call to a tool not offered this time
+    still runs if the agent has it. Calls offering `k` tools or fewer pass untouched. Not
     usable bare: it needs `k`.
     """
 
@@ -63,8 +64,7 @@ class select_tools:
         if len(tools) > self.k:
             kept = _in_use(call.messages)
             candidates = [tool for tool in tools if tool.name not in kept]
-            room = max(self.k - len(kept.intersection(tool.name for tool in tools)), 0)
-            chosen = {tool.name for tool in await self.rank(call, candidates, room)}
+            chosen = {tool.name for tool in await self.rank(call, candidates, self.k)}
             call.tools = [tool for tool in tools if tool.name in kept or tool.name in chosen]
         response: ModelResponse = await call_next(call)
         return response
@@ -75,13 +75,13 @@ class select_tools:
             return tools[:k]
         if self._selector is not None:
             return await self._ask(call, tools, k)
-        if self.by is None:
-            scores = self._lexical(call, tools)
-        else:
+        keys: list[tuple[float, ...]] = list(self._relevance(call, tools))
+        if self.by is not None:
             score: Any = self.by
             scores = [score(call, tool) for tool in tools]
             scores = [await s if inspect.isawaitable(s) else s for s in scores]
-        order = sorted(range(len(tools)), key=lambda i: -float(scores[i]))
+            keys = [(float(scores[i]), *keys[i]) for i in range(len(tools))]
+        order = sorted(range(len(tools)), key=lambda i: keys[i], reverse=True)
         return [tools[i] for i in order[:k]]
 
     async def _ask(self, call: ModelCall, tools: list[Tool], k: int) -> list[Tool]:
@@ -102,21 +102,28 @@ class select_tools:
                 picked.append(tool)
         if len(picked) < k:  # the model named too few: the best of the rest by words
             rest = list(by_name.values())
-            scores = self._lexical(call, rest)
-            order = sorted(range(len(rest)), key=lambda i: -scores[i])
+            keys = self._relevance(call, rest)
+            order = sorted(range(len(rest)), key=lambda i: keys[i], reverse=True)
             picked += [rest[i] for i in order[: k - len(picked)]]
         return picked
 
-    def _lexical(self, call: ModelCall, tools: Sequence[Tool]) -> list[float]:
-        """Word overlap between the latest turn and each tool's name and description, rarer words weighing more."""
+    def _relevance(self, call: ModelCall, tools: Sequence[Tool]) -> list[tuple[float, float, int]]:
+        """Per tool, higher first: word overlap between the latest turn and its name and description (rarer words
+        weighing more), then the share of its words' three-letter parts found in the turn, then the agent's order."""
         query = _words(_latest_text(call.messages))
+        parts = _parts(query)
         described = [self._described(tool) for tool in tools]
         frequency: dict[str, int] = {}
         for terms in described:
             for term in terms & query:
                 frequency[term] = frequency.get(term, 0) + 1
         count = len(tools)
-        return [sum(math.log(1 + count / frequency[term]) for term in terms & query) for terms in described]
+        keys = []
+        for index, terms in enumerate(described):
+            words = sum(math.log(1 + count / frequency[term]) for term in terms & query)
+            own = _parts(terms)
+            keys.append((words, len(own & parts) / (len(own) or 1), -index))
+        return keys
 
     def _described(self, tool: Tool) -> frozenset[str]:
         key = (tool.name, tool.description or "")
@@ -133,6 +140,11 @@ class select_tools:
 
 def _words(text: str) -> frozenset[str]:
     return frozenset(word.lower() for word in _WORDS.findall(text) if len(word) > 2 or word.isdigit())
+
+
+def _parts(words: frozenset[str]) -> set[str]:
+    """The three-letter parts of `words` (`rain` -> `rai`, `ain`), so `raining` and `rainfall` share some."""
+    return {word[i : i + 3] for word in words for i in range(len(word) - 2)}
 
 
 def _latest_text(messages: Sequence[Message]) -> str:

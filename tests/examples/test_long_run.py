@@ -16,7 +16,7 @@ async def test_pseudonymize_compact_and_select_tools_together_keep_each_request_
     assert report["output"] == "I read the whole customer file of ana.silva@example.com."
     assert report["requests"] == 60
     assert report["summaries"] >= 1
-    assert report["most_tools_offered"] == 4
+    assert report["most_tools_offered"] == 5  # four, and on top the file tool the model just called
     assert report["most_tokens_sent"] <= 1_500
     assert report["address_sent"] is False
     assert report["tool_got"] == ["ana.silva@example.com"]
@@ -26,4 +26,4 @@ def test_the_example_runs_as_a_script() -> None:
     root = str(EXAMPLE.parents[1])
     env = {**os.environ, "PYTHONPATH": root}
     done = subprocess.run([sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=60, env=env)
-    assert done.returncode == 0 and "most_tools_offered   4" in done.stdout, done.stderr
+    assert done.returncode == 0 and "most_tools_offered   5" in done.stdout, done.stderr

@@ -50,7 +50,7 @@ async def test_with_sixty_tools_and_k_5_each_request_offers_five_and_a_remembere
 
     assert result.output == "done"
     offered = [[t.name for t in request.tools] for request in model.requests]
-    assert [len(names) for names in offered] == [5, 5, 5, 5]
+    assert [len(names) for names in offered] == [5, 6, 6, 6]  # from step 2 the tool just called, on top of the 5
     assert remembered not in offered[0] and remembered not in offered[2]
     assert "weather_forecast" in offered[0]
     results = [m for m in result.messages if m.role == "tool"]
@@ -59,6 +59,32 @@ async def test_with_sixty_tools_and_k_5_each_request_offers_five_and_a_remembere
         "search of stocks for ACME",
         "alerts of books for Bergen",
     ]
+
+
+async def test_a_tool_the_model_just_called_is_offered_on_top_of_the_k() -> None:
+    """k=2: after the model called `music_search`, it is offered with two more, not in one of the two places."""
+    model = ScriptedModel([[call("music_search", query="jazz")], "done"])
+    await Agent(model, tools=SIXTY).use(select_tools(2)).run("Any flights alerts or flights history?")
+    second = [t.name for t in model.requests[1].tools]
+    assert "music_search" in second and len(second) == 3
+    assert set(second) - {"music_search"} == {"flights_alerts", "flights_history"}
+
+
+async def test_ties_in_the_word_score_are_broken_by_relevance_not_the_agents_tool_order() -> None:
+    """No tool shares a whole word with "Is it raining in Paris?": the rain tool still beats an earlier send_email."""
+
+    def send_email(to: str) -> str:
+        """Send an e-mail to someone."""
+        return "sent"
+
+    def rain_report(city: str) -> str:
+        """Rainfall for a city."""
+        return "wet"
+
+    model = ScriptedModel(["ok"])
+    tools = [send_email, *SIXTY[6:12], rain_report]
+    await Agent(model, tools=tools).use(select_tools(1)).run("Is it raining in Paris?")
+    assert [t.name for t in model.requests[0].tools] == ["rain_report"]
 
 
 async def test_the_default_ranking_prefers_tools_whose_words_match_the_latest_user_message() -> None:
