@@ -6,8 +6,8 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import IO, Any
 
 from onion import Handler, Message, ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
 
@@ -35,8 +35,20 @@ class log:
     assignments, private keys, e-mail addresses, card numbers; plus
     `patterns`) are scrubbed from every text before it is quoted or escaped
     into the payload, and from error texts, then the line is truncated to
-    `max_chars` (`None`: no limit). `logger` is a `logging.Logger`, a logger
-    name, or `None` for the `"onion"` logger.
+    `max_chars` (`None`: no limit). Every text that can hold a newline or a
+    control character (error texts, reasons, names, payloads) is escaped
+    (`\\n`, `\\x1b`), so one record is always one line. A resumed run's
+    payload is not its input but `resumed <run id>: ` and what was decided (a
+    recovered one: `recovered <run id>: ` and what it goes on with).
+
+    `logger` is a `logging.Logger`, a logger name, or `None` for the `"onion"`
+    logger. Records go through stdlib logging: with logging not configured,
+    Python shows only WARNING and up, so the INFO records show nowhere.
+    `logging.basicConfig(level=logging.INFO)` shows them; or pass `stream`
+    (e.g. `log(stream=sys.stderr)`): the layer then writes its records there
+    itself, one line each (`<time> <level> <logger name> <message>`), on a
+    logger of its own that no logging configuration reaches (a `Logger`
+    object with a stream is a `TypeError`).
     """
 
     __slots__ = ("_encode", "error_level", "level", "logger", "max_chars", "patterns", "payloads")
@@ -50,18 +62,28 @@ class log:
         payloads: bool = True,
         max_chars: int | None = 200,
         patterns: Iterable[re.Pattern[str] | str] = (),
+        stream: IO[str] | None = None,
     ) -> None:
-        self.logger = logger if isinstance(logger, logging.Logger) else logging.getLogger(logger or "onion")
+        if stream is not None:
+            if isinstance(logger, logging.Logger):
+                raise TypeError(
+                    "log(logger, stream=...): a Logger object and a stream do not go together "
+                    "(with a stream, give the logger's name, or none)"
+                )
+            self.logger = _writing_to(stream, logger or "onion")
+        else:
+            self.logger = logger if isinstance(logger, logging.Logger) else logging.getLogger(logger or "onion")
         self.level = level
         self.error_level = error_level
         self.payloads = payloads
         self.max_chars = max_chars
         extra = tuple(re.compile(p) if isinstance(p, str) else p for p in patterns)
         self.patterns: tuple[re.Pattern[str], ...] = BUILTIN + extra
-        self._encode = json.JSONEncoder(default=self._repr, ensure_ascii=False).encode
+        encode = json.JSONEncoder(default=self._repr, ensure_ascii=False).encode
+        self._encode: Callable[[Any], str] = lambda value: _printable_json(encode(value))
 
     async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
-        return await self._logged(run, call_next, run.agent.name)  # type: ignore[no-any-return]
+        return await self._logged(run, call_next, run.agent.name, _resumption(run))  # type: ignore[no-any-return]
 
     async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
         return await self._logged(call, call_next, str(getattr(call.model, "name", call.model)))  # type: ignore[no-any-return]
@@ -72,7 +94,7 @@ class log:
     async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
         return await self._logged(call, call_next, call.name)  # type: ignore[no-any-return]
 
-    async def _logged(self, ctx: Any, call_next: Handler, what: str) -> Any:
+    async def _logged(self, ctx: Any, call_next: Handler, what: str, resumed: str | None = None) -> Any:
         if not self.logger.isEnabledFor(min(self.level, self.error_level)):
             return await call_next(ctx)
         started = time.perf_counter()
@@ -81,11 +103,11 @@ class log:
             result = await call_next(ctx)
         except BaseException as error:
             outcome = "error" if isinstance(error, Exception) else "cancelled"
-            self._record(ctx, what, outcome, started, None, error, failures)
+            self._record(ctx, what, outcome, started, None, error, failures, resumed)
             raise
         finally:
             unwatch(token)
-        self._record(ctx, what, "ok", started, result, None, failures)
+        self._record(ctx, what, "ok", started, result, None, failures, resumed)
         return result
 
     def _record(
@@ -97,6 +119,7 @@ class log:
         result: Any,
         error: BaseException | None,
         failures: list[tuple[Any, BaseException]],
+        resumed: str | None,
     ) -> None:
         reason = None
         if error is None:
@@ -105,13 +128,14 @@ class log:
         if not self.logger.isEnabledFor(level):
             return
         kind = ctx.kind
+        what = one_line(what)
         ms = round((time.perf_counter() - started) * 1000, 2)
         fields: dict[str, Any] = {
             "kind": kind,
             "what": what,
             "outcome": outcome,
             "duration_ms": ms,
-            "run_id": ctx.run.id,
+            "run_id": one_line(ctx.run.id),
         }
         message = f"{kind} {what} {outcome} {ms}ms"
         usage = result.usage if isinstance(result, (ModelResponse, RunResult)) else None
@@ -121,18 +145,18 @@ class log:
             if isinstance(result, ModelResponse) and result.cached:
                 message += " cached"
         if error is not None:
-            fields["error"] = self._truncated(scrub(f"{type(error).__name__}: {error}", self.patterns))
+            fields["error"] = self._line(f"{type(error).__name__}: {error}")
             message += f" {fields['error']}"
         elif reason is not None:
             name = "error" if outcome == "error" else "reason"
-            fields[name] = self._truncated(scrub(reason, self.patterns))
+            fields[name] = self._line(reason)
             message += f" ({fields[name]})"
-        retried = [self._truncated(scrub(f"{type(e).__name__}: {e}", self.patterns)) for c, e in failures if c is ctx]
+        retried = [self._line(f"{type(e).__name__}: {e}") for c, e in failures if c is ctx]
         if retried:
             fields["retries"] = retried
             message += f" after {len(retried)} {'retry' if len(retried) == 1 else 'retries'} ({'; '.join(retried)})"
         if self.payloads:
-            fields["payload"] = payload = self._truncated(self._payload(ctx, result))
+            fields["payload"] = payload = self._truncated(self._payload(ctx, result, resumed))
             message += f" {payload}"
         logger = self.logger
         if type(logger)._log is not _STDLIB_LOG or type(logger).findCaller is not _STDLIB_FIND_CALLER:
@@ -142,8 +166,11 @@ class log:
         path, line, function = _WHERE
         logger.handle(logger.makeRecord(logger.name, level, path, line, "%s", (message,), None, function, fields))
 
-    def _payload(self, ctx: Any, result: Any) -> str:
-        """What went in and what came out, as one line; every text is scrubbed before it is quoted or escaped."""
+    def _payload(self, ctx: Any, result: Any, resumed: str | None) -> str:
+        """What went in and what came out, as one line; every text is scrubbed before it is quoted or escaped.
+
+        A resumed (or recovered) run's input is its whole history: `resumed` says what it went on with instead.
+        """
         scrubbed, encode = self._scrubbed, self._encode
         if isinstance(ctx, ToolCall):
             sent = encode(scrubbed(ctx.args))
@@ -155,7 +182,7 @@ class log:
             calls = [f"{c.name}({encode(scrubbed(c.args))})" for c in result.tool_calls]
             return f"last={last!r} -> {scrubbed(result.text)!r}" + (f" tools={calls}" if calls else "")
         if isinstance(ctx, Run):
-            sent = f"input={scrubbed(_text_of(ctx.input))!r}"
+            sent = one_line(scrub(resumed, self.patterns)) if resumed else f"input={scrubbed(_text_of(ctx.input))!r}"
             return sent + (f" -> {scrubbed(result.output)!r}" if isinstance(result, RunResult) else "")
         if isinstance(result, list):
             return f"results={[scrubbed(r.text) for r in result if isinstance(r, ToolResult)]!r}"
@@ -168,6 +195,10 @@ class log:
         """What JSON cannot hold, shown by its scrubbed `repr`."""
         return scrub(repr(value), self.patterns)
 
+    def _line(self, text: str) -> str:
+        """`text` scrubbed, escaped to one line, then truncated."""
+        return self._truncated(one_line(scrub(text, self.patterns)))
+
     def _truncated(self, text: str) -> str:
         if self.max_chars is not None and len(text) > self.max_chars:
             text = text[: self.max_chars] + f"...(+{len(text) - self.max_chars} chars)"
@@ -178,6 +209,62 @@ _STDLIB_LOG = logging.Logger._log
 _STDLIB_FIND_CALLER = logging.Logger.findCaller
 _WHERE = (log._record.__code__.co_filename, log._record.__code__.co_firstlineno, log._record.__name__)
 """The `pathname`, `lineno` and `funcName` of every record (where the stdlib's `findCaller` would point)."""
+
+
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def one_line(text: str) -> str:
+    """`text` with its backslashes and every unprintable character escaped as `repr` escapes them: one line."""
+    if text.isprintable() and "\\" not in text:
+        return text
+    return "".join(c if c.isprintable() and c != "\\" else _ESCAPES.get(c) or repr(c)[1:-1] for c in text)
+
+
+def _printable_json(text: str) -> str:
+    """JSON text with the unprintable characters JSON leaves raw (`\\x85`, `\\u2028`, ...) escaped, still JSON."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)
+
+
+def _writing_to(stream: IO[str], name: str) -> logging.Logger:
+    """A logger outside the logging tree (no configuration reaches it) writing each record to `stream`, one line."""
+    logger = logging.Logger(name)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    logger.addHandler(handler)
+    return logger
+
+
+def _resumption(run: Run) -> str | None:
+    """What a resumed or recovered run goes on with (`None` for a fresh run): read before the run starts.
+
+    A resumed run names the decisions on its paused batch; a recovered one
+    (`agent.recover`, after its worker stopped) counts the calls it holds.
+    """
+    pending = getattr(run, "_pending", None)  # onion's `Pending` batch, set on the run before it starts
+    if pending is None:
+        return None
+    if pending.final:
+        return f"recovered {run.id}: its final answer, recorded"
+    last = run.messages[-1] if run.messages else None
+    asked = {c.id: c for c in last.tool_calls} if last is not None else {}
+    if not pending.approved:
+        settled, todo = len(pending.settled), [r.name for r in pending.requests]
+        to_run = f"{len(todo)} to run" + (f" ({', '.join(todo)})" if todo else "")
+        return f"recovered {run.id}: {settled} {'call' if settled == 1 else 'calls'} answered already, {to_run}"
+    decided = []
+    for request in pending.requests:
+        original = asked.get(request.id)
+        verb = "approved" if original is None or original.args == request.args else "edited"
+        decided.append(f"{verb} {request.name}({request.id})")
+    for call_id, message in pending.settled.items():
+        name = asked[call_id].name if call_id in asked else ""
+        refusal = f"Tool call {name} was rejected: "  # what the model reads for a rejection (onion._state)
+        if message.text.startswith(refusal):
+            decided.append(f"rejected {name}({call_id}): {message.text[len(refusal) :]}")
+    return f"resumed {run.id}: " + "; ".join(decided)
 
 
 def _text_of(input: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 from collections.abc import Iterator
@@ -12,8 +13,9 @@ import pytest
 
 from middleware import approve, deny_tools, log, retry
 from middleware.patterns import API_KEY, BEARER, scrub
-from onion import Agent, Message, ModelResponse, Usage, tool
+from onion import Agent, Message, ModelResponse, ToolCall, Usage, tool
 from onion.errors import AuthenticationError, ConnectionLostError, RateLimitedError
+from onion.stores import MemoryStore
 from onion.testing import FunctionModel, ScriptedModel, call
 
 SECRET = "sk-ant-api03-SECRETSECRETSECRET"
@@ -222,3 +224,124 @@ async def test_a_log_outside_retry_says_what_failed_before_each_new_attempt(reco
         model_record.getMessage()
     )
     assert not hasattr(run_record, "retries")
+
+
+AWKWARD = "one\ntwo\rthree\tfour\x1b[31mfive\x00six\x85seven\u2028eight\u2029nine\x1cten"
+"""Every character `str.splitlines` breaks on, and the control characters a terminal acts on."""
+
+
+def one_line(value: object) -> bool:
+    return isinstance(value, str) and len(value.splitlines()) == 1 and value.isprintable()
+
+
+async def test_every_text_that_can_hold_newlines_or_control_characters_is_escaped_so_a_record_is_one_line(
+    records: list[logging.LogRecord],
+) -> None:
+    """Error texts, block reasons, retried failures, names and payloads: escaped (`\\n`), never written raw."""
+
+    async def no_wait(seconds: float) -> None:
+        return None
+
+    @tool
+    def breaks(text: str) -> str:
+        """Fails with an awkward message."""
+        raise ValueError(AWKWARD)
+
+    model = ScriptedModel(
+        [
+            ConnectionLostError(AWKWARD),
+            [call("breaks", text=AWKWARD), call("echo", text=AWKWARD)],
+            AWKWARD,
+        ],
+        name=f"model {AWKWARD}",
+    )
+    agent = Agent(model, tools=[breaks, echo], name=f"bot {AWKWARD}").use(
+        log(max_chars=None), retry(attempts=2, sleep=no_wait, jitter=0), deny_tools("echo", reason=AWKWARD)
+    )
+    await agent.run(AWKWARD)
+    assert {r.outcome for r in records} >= {"error", "blocked", "ok"}  # type: ignore[attr-defined]
+    for record in records:
+        assert one_line(record.getMessage()), record.getMessage()
+        for field in ("what", "error", "reason", "payload", "run_id"):
+            assert not hasattr(record, field) or one_line(getattr(record, field)), (field, getattr(record, field))
+        assert all(one_line(text) for text in getattr(record, "retries", []))
+    failed = next(r for r in records if getattr(r, "error", None) and r.kind == "tool")  # type: ignore[attr-defined]
+    assert failed.error == "ValueError: " + AWKWARD.encode("unicode_escape").decode()  # type: ignore[attr-defined]
+
+
+async def test_an_escaped_text_keeps_its_backslashes_apart_from_its_escapes(records: list[logging.LogRecord]) -> None:
+    """A literal backslash-n in an error reads `\\\\n`, a newline `\\n`: the two stay told apart."""
+    agent = Agent(ScriptedModel([AuthenticationError("C:\\new\nline")])).use(log)
+    with pytest.raises(AuthenticationError):
+        await agent.run("hi")
+    assert records[0].error == "AuthenticationError: C:\\\\new\\nline"  # type: ignore[attr-defined]
+
+
+async def test_a_resumed_run_logs_that_it_resumed_its_run_id_and_the_decisions_not_its_input_or_history(
+    records: list[logging.LogRecord],
+) -> None:
+    """The run record of a resume: `resumed <run id>: approved echo(call_1); rejected fails(call_2): <reason>`."""
+    model = ScriptedModel([[call("echo", text="hi"), call("fails", text="x")], "done"])
+    agent = Agent(model, tools=[echo, fails]).use(log(max_chars=None), approve(reason="a person must look"))
+    paused = await agent.run("the original question")
+    state = paused.to_state()
+    first, second = paused.pending
+    state.approve(first.id)
+    state.reject(second.id, reason=f"not now {SECRET}")
+    records.clear()
+    result = await agent.resume(state)
+    assert result.output == "done"
+    (run_record,) = (r for r in records if r.kind == "run")  # type: ignore[attr-defined]
+    payload = run_record.payload  # type: ignore[attr-defined]
+    assert payload == (
+        f"resumed {paused.run_id}: approved echo({first.id}); rejected fails({second.id}): not now [REDACTED] -> 'done'"
+    )
+
+
+class Crash(BaseException):
+    """Stands in for the worker dying: nothing in the run catches it."""
+
+
+async def test_a_recovered_run_logs_that_it_was_recovered_and_what_it_goes_on_with_not_its_history(
+    records: list[logging.LogRecord],
+) -> None:
+    """`agent.recover(run_id)` gives its run the whole journaled history as input: the log says what it resumes."""
+
+    async def crash(call_: ToolCall, call_next: Any) -> Any:
+        await call_next(call_)
+        raise Crash
+
+    store = MemoryStore()
+    worker = Agent(ScriptedModel([[call("echo", text="hi")]]), tools=[echo], store=store).use(crash)
+    with pytest.raises(Crash):
+        await worker.run("the original question")
+    (stopped,) = await store.runs()
+    records.clear()
+    await Agent(ScriptedModel(["done"]), tools=[echo], store=store).use(log(max_chars=None)).recover(stopped.run_id)
+    (run_record,) = (r for r in records if r.kind == "run")  # type: ignore[attr-defined]
+    assert run_record.payload == f"recovered {stopped.run_id}: 1 call answered already, 0 to run -> 'done'"  # type: ignore[attr-defined]
+
+
+async def test_log_with_a_stream_writes_each_record_there_as_one_line_without_any_logging_configuration(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`log(stream=...)`: its own handler, one line per record (time, level, logger, message), nothing to the tree."""
+    caplog.set_level(logging.DEBUG)
+    stream = io.StringIO()
+    await Agent(ScriptedModel([[call("echo", text="a\nb")], "done"]), tools=[echo]).use(log(stream=stream)).run("go")
+    lines = stream.getvalue().splitlines()
+    assert [line.split()[2:4] for line in lines] == [
+        ["INFO", "onion"],
+        ["INFO", "onion"],
+        ["INFO", "onion"],
+        ["INFO", "onion"],
+        ["INFO", "onion"],
+    ]
+    assert [line.split()[4] for line in lines] == ["model", "tool", "tools", "model", "run"]
+    assert caplog.records == []
+
+
+def test_log_refuses_a_logger_object_together_with_a_stream() -> None:
+    """A stream gets a logger of its own (named by `logger`): a `Logger` object with it is ambiguous."""
+    with pytest.raises(TypeError, match="a Logger object and a stream"):
+        log(logging.getLogger("mine"), stream=io.StringIO())
