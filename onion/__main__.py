@@ -6,7 +6,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from ._demo import main
+from ._demo import cli as run_demo
 from ._runs_cli import list_runs, show_run
 from .errors import StoreUnavailable
 
@@ -33,7 +33,7 @@ def cli() -> None:
         run(arguments)
         return
     if arguments.command == "demo":
-        asyncio.run(main(arguments.model, html=arguments.html))
+        run_demo(arguments.model, arguments.html)
         return
     try:
         shown = show_run(arguments.db, arguments.run_id) if arguments.action == "show" else list_runs(arguments.db)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +19,9 @@ from .errors import RateLimitedError
 from .hooks import Block, after_tools, before_each_tool
 
 QUESTION = "Is it warmer in Paris or in Oslo right now, in Fahrenheit?"
+PROG = "python -m onion demo"
+MAX_STEPS = 10
+"""The demo's question takes three model calls: a model still calling tools after ten is looping."""
 
 
 @tool
@@ -86,16 +91,59 @@ def show_messages(messages: list[Message], out: Callable[[str], None]) -> None:
             out(f"  {message.role:9} {message.text}{flag}")
 
 
-def build(model: Any) -> Agent:
+def build(model: Any, logger: logging.Logger | None = None) -> Agent:
     from middleware import cache, log, rate_limit, retry
 
     return Agent(
         model,
         tools=[get_weather, to_fahrenheit, delete_files],
         instructions="You answer weather questions with tools.",
-        middleware=[log(payloads=False), rate_limit(rpm=600), cache, retry(attempts=3), no_deletes, reflect],
+        middleware=[log(logger, payloads=False), rate_limit(rpm=600), cache, retry(attempts=3), no_deletes, reflect],
         name="weather",
+        max_steps=MAX_STEPS,
     )
+
+
+class _Lines(logging.Handler):
+    """Each record as a `    log: ...` line through `out`."""
+
+    def __init__(self, out: Callable[[str], None]) -> None:
+        super().__init__()
+        self.out = out
+        self.setFormatter(logging.Formatter("    log: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.out(self.format(record))
+
+
+def demo_logger(out: Callable[[str], None]) -> logging.Logger:
+    """The demo's `log` layer writes here: a logger outside the logging tree, so only its records read `log:`."""
+    logger = logging.Logger("onion.demo")
+    logger.addHandler(_Lines(out))
+    return logger
+
+
+def cli(model_name: str | None = None, html: Path | None = None) -> None:
+    """`python -m onion demo`: every error (a bad model string, no API key, a model that never answers, an html
+    path that cannot be written) is one line on stderr and exit status 1, not a traceback."""
+    try:
+        asyncio.run(main(model_name, html=html))
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except BrokenPipeError:  # `python -m onion demo | head`: the reader has gone; end quietly, as on SIGPIPE
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(141) from None
+    except Exception as error:
+        raise SystemExit(f"{PROG}: {_said(error)}") from None
+
+
+def _said(error: Exception) -> str:
+    """The error as one line: its message (with its type when the message alone would not say what it is)."""
+    from .errors import OnionError
+
+    text = " ".join(str(error).split()) or type(error).__name__
+    known = isinstance(error, OnionError | ValueError | OSError | ImportError)
+    return text if known else f"{type(error).__name__}: {text}"
 
 
 async def main(
@@ -104,10 +152,13 @@ async def main(
     """Run the demo agent twice, printing each run's messages and trace; with `html`, write the trace page there."""
     from .testing import ScriptedModel
 
-    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="    log: %(message)s")
+    if html is not None and not Path(html).parent.is_dir():
+        raise OSError(f"cannot write the trace page to {html}: there is no folder {Path(html).parent}")
     model: Any = model_name or ScriptedModel(script())
-    agent = build(model)
-    out(f"onion demo: the agent '{agent.name}' on {getattr(agent.model, 'name', agent.model)}, offline\n")
+    agent = build(model, demo_logger(out))
+    name = getattr(agent.model, "name", agent.model)
+    on = f"{name}, offline" if model_name is None else f"{name} ({model_name}), live: real requests, with its API key"
+    out(f"onion demo: the agent '{agent.name}' on {on}\n")
     out(repr(agent.stack) + "\n")
     results = []
     with tracing.capture() as trace:
@@ -125,5 +176,8 @@ async def main(
             out("")
             results.append(result)
     if html is not None:
-        out(f"the trace page: {trace.to_html(html)}")
+        try:
+            out(f"the trace page: {trace.to_html(html)}")
+        except OSError as error:
+            raise OSError(f"cannot write the trace page to {html}: {error.strerror or error}") from error
     return results
