@@ -3,28 +3,29 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from pathlib import Path
+from typing import NoReturn
 
 from ._demo import cli as run_demo
-from ._runs_cli import list_runs, show_run
-from .errors import StoreUnavailable
+
+
+class Parser(argparse.ArgumentParser):
+    """Bad arguments are one line naming what to fix (no usage block): `python -m onion runs approve -h` says more."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} -h)\n")
 
 
 def cli() -> None:
-    parser = argparse.ArgumentParser(prog="python -m onion")
+    parser = Parser(prog="python -m onion")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run an example agent and show every layer it passes through")
     demo.add_argument("--model", help='a real model, e.g. "anthropic:claude-sonnet-5-5" (needs its API key)')
     demo.add_argument("--html", type=Path, help="also write the trace of both runs as one HTML page there")
-    runs = commands.add_parser("runs", help="list the runs in a store (id, status, pending calls, age)")
-    runs.add_argument("--db", type=Path, default=Path("onion.db"), help="the SQLite store (default: onion.db)")
-    actions = runs.add_subparsers(dest="action")
-    show = actions.add_parser("show", help="print one run: its history and pending calls, secrets redacted")
-    show.add_argument("run_id")
-    show.add_argument("--db", type=Path, default=argparse.SUPPRESS, help="the SQLite store (default: onion.db)")
+    from . import _runs_cli
     from .serve._cli import add_parser
 
+    _runs_cli.add_parser(commands)
     add_parser(commands)
     arguments = parser.parse_args()
     if arguments.command == "serve":
@@ -35,11 +36,7 @@ def cli() -> None:
     if arguments.command == "demo":
         run_demo(arguments.model, arguments.html)
         return
-    try:
-        shown = show_run(arguments.db, arguments.run_id) if arguments.action == "show" else list_runs(arguments.db)
-        print(asyncio.run(shown))
-    except StoreUnavailable as error:  # a damaged or locked file: the message names it and says what to do
-        raise SystemExit(str(error)) from None
+    _runs_cli.run(arguments)
 
 
 if __name__ == "__main__":

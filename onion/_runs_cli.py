@@ -2,57 +2,75 @@
 
 What is printed comes from the journal (model text, tool results, session
 ids): every control character in it is escaped, so none reaches the terminal.
+The subcommands that change runs (approve, reject, edit, resume, delete,
+purge) are in `_runs_actions.py`.
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
+import re
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from ._journal import replay
 from ._messages import Message
 from ._state import RunState
-from .stores import RunRecord, SQLiteStore
+from .errors import OnionError
+from .stores import RedisStore, RunRecord, SQLiteStore, Store
+
+Where = Path | Store
+"""An SQLite file (opened and closed here), or a store the caller opened."""
 
 
-async def list_runs(db: Path, *, limit: int = 100, now: float | None = None) -> str:
-    """A table of the runs in the store at `db`, most recently updated first.
+class Refused(Exception):
+    """What the operator must fix, or why nothing was done: printed as one line (control characters escaped)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(printable(message))
+
+
+async def list_runs(where: Where, *, limit: int = 100, now: float | None = None) -> str:
+    """A table of the runs in the store `where`, most recently updated first.
 
     PENDING counts the calls waiting: for a paused run, for a decision; for
     a run whose worker died or that failed, calls without a recorded result.
     """
-    async with _open(db) as store:
+    async with opened(where) as store:
         records = await store.runs(limit=limit)
         for record in records:
             if record.status in ("running", "failed"):
                 record.pending = len(_history(record, await store.journal(record.run_id))[1])
     if not records:
-        return f"no runs in {db}"
+        return printable(f"no runs in {label(where)}")
     now = time.time() if now is None else now
     rows = [("RUN", "STATUS", "PENDING", "AGE", "AGENT", "SESSION")]
     rows += [
-        (r.run_id, _status(r, now), str(r.pending), _age(now - r.created), r.agent, r.session or "") for r in records
+        (r.run_id, status_of(r, now), str(r.pending), age(now - r.created), r.agent, r.session or "") for r in records
     ]
-    cells = [[_printable(cell) for cell in row] for row in rows]
+    cells = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in cells)
 
 
-async def show_run(db: Path, run_id: str, *, now: float | None = None) -> str:
+async def show_run(where: Where, run_id: str, *, now: float | None = None) -> str:
     """One run: its record, its history and its pending (or unfinished) calls, secrets redacted."""
-    async with _open(db) as store:
+    async with opened(where) as store:
         record = await store.run_record(run_id)
         if record is None:
-            raise SystemExit(f"no run {run_id!r} in {db}")
+            raise Refused(f"no run {run_id!r} in {label(where)}: `python -m onion runs` lists them")
         entries = await store.journal(run_id)
     now = time.time() if now is None else now
     lines = [
         f"run      {record.run_id}",
-        f"status   {_status(record, now)}",
+        f"status   {status_of(record, now)}",
         f"agent    {record.agent}",
-        f"age      {_age(now - record.created)} (updated {_age(now - record.updated)} ago)",
+        f"age      {age(now - record.created)} (updated {age(now - record.updated)} ago)",
     ]
     if record.session:
         lines.append(f"session  {record.session}")
@@ -64,7 +82,7 @@ async def show_run(db: Path, run_id: str, *, now: float | None = None) -> str:
         lines.append("")
         lines.append(f"pending calls ({len(pending)})")
         lines += pending
-    return "\n".join(map(_printable, lines))
+    return "\n".join(map(printable, lines))
 
 
 def _history(record: RunRecord, entries: list[str]) -> tuple[list[Message], list[str]]:
@@ -72,7 +90,7 @@ def _history(record: RunRecord, entries: list[str]) -> tuple[list[Message], list
     the journal."""
     if record.status == "paused" and record.state:
         state = RunState.from_json(record.state)
-        pending = [f"{c.id}  {c.name}({_args(c.args)})  paused: {_scrubbed(c.reason)}" for c in state.pending]
+        pending = [f"{c.id}  {c.name}({_args(c.args)})  paused: {scrubbed(c.reason)}" for c in state.pending]
         return [*state.messages, *state.answered], pending
     if not entries:
         return [], []
@@ -90,7 +108,7 @@ def _history(record: RunRecord, entries: list[str]) -> tuple[list[Message], list
 
 
 def _line(index: int, message: Message) -> str:
-    text = _scrubbed(message.text)
+    text = scrubbed(message.text)
     if len(text) > 200:
         text = text[:200] + "…"
     parts = [f"{index:>3} {message.role:<9}"]
@@ -108,7 +126,7 @@ def _args(args: dict[str, Any]) -> str:
     return json.dumps(scrub_value(args), ensure_ascii=False, sort_keys=True)[1:-1]
 
 
-def _scrubbed(text: str) -> str:
+def scrubbed(text: str) -> str:
     """`text` with its secrets hidden; JSON within it as data (a value under a secret's name is hidden whole),
     wherever it starts (`config: {"password": ...}` too)."""
     from middleware.patterns import scrub, scrub_value
@@ -126,18 +144,18 @@ def _scrubbed(text: str) -> str:
     return "".join(parts) + scrub(text[at:])
 
 
-def _printable(text: str) -> str:
+def printable(text: str) -> str:
     """`text` with every character that is not printable (C0 and C1 controls, ESC, DEL, bidi marks) escaped."""
     return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def _status(record: RunRecord, now: float) -> str:
+def status_of(record: RunRecord, now: float) -> str:
     if record.status == "running" and record.lease_expires is not None and record.lease_expires <= now:
         return "running (lease expired: resumable)"
     return record.status
 
 
-def _age(seconds: float) -> str:
+def age(seconds: float) -> str:
     seconds = max(0.0, seconds)
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
@@ -145,7 +163,152 @@ def _age(seconds: float) -> str:
     return f"{seconds:.0f}s"
 
 
-def _open(db: Path) -> SQLiteStore:
-    if not db.exists():
-        raise SystemExit(f"no store at {db}: pass the SQLite file the agents use, --db PATH")
-    return SQLiteStore(db)
+@asynccontextmanager
+async def opened(where: Where) -> AsyncIterator[Store]:
+    """The store `where` names: an SQLite file must exist (no empty store is created) and is closed after."""
+    if not isinstance(where, Path):
+        yield where
+        return
+    if not where.exists():
+        raise Refused(f"no store at {where}: pass the SQLite file the agents use, --db PATH")
+    async with SQLiteStore(where) as store:
+        yield store
+
+
+def label(where: Where) -> str:
+    """The store as messages name it (a Redis URL with its password hidden)."""
+    return str(where) if isinstance(where, Path) else repr(where).strip("<>")
+
+
+# -- the command line ------------------------------------------------------------------------------------------------
+
+DECIDING = ("approve", "reject", "edit", "resume")
+
+
+def add_parser(commands: Any) -> None:
+    """The `runs` subcommand and its actions."""
+    runs = commands.add_parser("runs", help="list, show, decide, resume or delete the runs in a store")
+    store_options(runs, None)
+    actions = runs.add_subparsers(dest="action")
+    show = actions.add_parser("show", help="print one run: its history and pending calls, secrets redacted")
+    show.add_argument("run_id")
+    approve = actions.add_parser("approve", help="approve a paused run's calls (all of them when none is named)")
+    approve.add_argument("run_id")
+    approve.add_argument("calls", nargs="*", metavar="CALL", help="the call ids to approve (default: every one)")
+    reject = actions.add_parser("reject", help="reject a paused run's calls: the model reads the reason")
+    reject.add_argument("run_id")
+    reject.add_argument("calls", nargs="+", metavar="CALL")
+    reject.add_argument("--reason", required=True, help="what the model reads instead of the tool's result")
+    edit = actions.add_parser("edit", help="run a paused call with other arguments (this approves it)")
+    edit.add_argument("run_id")
+    edit.add_argument("call", metavar="CALL")
+    edit.add_argument("--args", required=True, type=arguments_json, help="the arguments, a JSON object")
+    for parser in (reject, edit):
+        parser.add_argument("--approve-rest", action="store_true", help="approve the other pending calls")
+    resume = actions.add_parser("resume", help="go on with a run that failed or whose worker died")
+    resume.add_argument("run_id")
+    remove = actions.add_parser("delete", help="forget a run and its journal")
+    remove.add_argument("run_id")
+    purge_ = actions.add_parser("purge", help="delete the completed and failed runs not updated for a while")
+    purge_.add_argument("--older-than", required=True, type=duration, metavar="DURATION", help="e.g. 7d, 12h")
+    purge_.add_argument("--all", action="store_true", help="paused and running runs too")
+    for name, parser in actions.choices.items():
+        store_options(parser, argparse.SUPPRESS)
+        if name in DECIDING:
+            parser.add_argument("--agent", required=True, help="the agent that runs it: module:attribute")
+
+
+def duration(text: str) -> float:
+    """`7d`, `12h`, `30m`, `45s` (or a number of seconds) in seconds; an error saying how to write one."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhdw]?)", text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number and a unit, e.g. 7d, 12h, 30m or 45s")
+    return float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[match[2]]
+
+
+def arguments_json(text: str) -> dict[str, Any]:
+    """`--args`: a JSON object of the call's arguments."""
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        example = '\'{"path": "a.txt"}\''
+        raise argparse.ArgumentTypeError(f"not JSON ({error}): give an object, e.g. {example}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"give a JSON object of the call's arguments, not {type(value).__name__}")
+    return value
+
+
+def store_options(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument("--db", type=Path, default=default, help="the SQLite store (default: onion.db)")
+    parser.add_argument("--redis", default=default, metavar="URL", help="a Redis store (redis://host:6379/0)")
+    parser.add_argument("--namespace", default=default, help="the Redis store's namespace (default: onion)")
+
+
+def run(arguments: argparse.Namespace) -> None:
+    """Carry out `python -m onion runs ...`: print what it did, or exit with one line saying what went wrong."""
+    command = f"runs {arguments.action}" if arguments.action else "runs"
+    try:
+        print(asyncio.run(carried_out(arguments)))
+    except Refused as refused:
+        raise SystemExit(f"{command}: {refused}") from None
+    except Exception as error:  # a store down or damaged, a call not pending: one line, never a traceback
+        what = str(error) if isinstance(error, OnionError) else f"{type(error).__name__}: {error}"
+        raise SystemExit(printable(f"{command}: {scrubbed(what)}")) from None
+
+
+async def carried_out(arguments: argparse.Namespace) -> str:
+    where = store_named(arguments)
+    try:
+        async with opened(where) as store:
+            return await carry_out(arguments, store)
+    finally:
+        if not isinstance(where, Path):
+            await where.aclose()
+
+
+async def carry_out(arguments: argparse.Namespace, store: Store) -> str:
+    action, run_id = arguments.action, getattr(arguments, "run_id", "")
+    if action in DECIDING:
+        from .serve._cli import load_agent
+
+        try:
+            agent = load_agent(arguments.agent, command="--agent")
+        except SystemExit as error:
+            raise Refused(str(error)) from None
+        agent.store = store
+        try:
+            from ._runs_actions import decide, recover
+
+            if action == "resume":
+                return await recover(agent, run_id)
+            return await decide(
+                agent,
+                run_id,
+                approve=arguments.calls if action == "approve" else (),
+                reject=arguments.calls if action == "reject" else (),
+                reason=getattr(arguments, "reason", None) or "not approved",
+                edit=(arguments.call, arguments.args) if action == "edit" else None,
+                approve_rest=getattr(arguments, "approve_rest", False),
+            )
+        finally:
+            await agent.aclose()
+    if action == "show":
+        return await show_run(store, run_id)
+    from ._runs_actions import delete, purge
+
+    if action == "delete":
+        return await delete(store, run_id)
+    if action == "purge":
+        return await purge(store, arguments.older_than, every_status=arguments.all)
+    return await list_runs(store)
+
+
+def store_named(arguments: argparse.Namespace) -> Path | RedisStore:
+    """The store `--db` or `--redis` (with `--namespace`) names; onion.db when neither does."""
+    if arguments.redis is not None and arguments.db is not None:
+        raise Refused("give --db FILE or --redis URL, not both")
+    if arguments.redis is None:
+        if arguments.namespace is not None:
+            raise Refused("--namespace names a Redis store's namespace: give --redis URL too")
+        return Path("onion.db") if arguments.db is None else Path(arguments.db)
+    return RedisStore(arguments.redis, namespace=arguments.namespace or "onion")

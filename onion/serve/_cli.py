@@ -27,19 +27,24 @@ def add_parser(commands: Any) -> None:
     serve.add_argument("--token-env", default="ONION_SERVE_TOKEN", help="the variable holding the token")
 
 
-def load_agent(spec: str) -> Agent[Any]:
-    """The `Agent` that `module:attribute` names (the current directory importable); SystemExit saying what is wrong."""
+def load_agent(spec: str, *, command: str = "serve") -> Agent[Any]:
+    """The `Agent` that `module:attribute` names (the current directory importable); SystemExit saying what is wrong.
+
+    `command` starts the messages (`runs approve` loads its agent here too).
+    """
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
-        raise SystemExit(f"serve {spec!r}: name the agent as module:attribute, e.g. myapp:agent")
+        raise SystemExit(f"{command} {spec!r}: name the agent as module:attribute, e.g. myapp:agent")
     sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
-        raise SystemExit(f"serve {spec!r}: cannot import {module_name!r} ({error})") from None
+        raise SystemExit(f"{command} {spec!r}: cannot import {module_name!r} ({error})") from None
     agent = getattr(module, attribute, None)
     if not isinstance(agent, Agent):
-        raise SystemExit(f"serve {spec!r}: {module_name}.{attribute} is {type(agent).__name__}, not an onion Agent")
+        raise SystemExit(
+            f"{command} {spec!r}: {module_name}.{attribute} is {type(agent).__name__}, not an onion Agent"
+        )
     return agent
 
 
