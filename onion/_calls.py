@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
 import os
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal
+from typing import Any, ClassVar, Generic, Literal, Protocol, runtime_checkable
 
 from typing_extensions import TypeVar
 
@@ -15,14 +17,10 @@ from ._content import Part, content_text
 from ._copies import MUTABLE, own_copy
 from ._messages import Message, ToolRequest, Usage
 from ._output import OutputSchema, output_schema
-from ._state import PausedBatch, PendingCall, RunState, capture
-from ._stream_edits import Editing, Observing, StreamEdit
-
-if TYPE_CHECKING:
-    from ._agent import Agent
-    from ._journal import Journal
-    from ._model import Model
-    from ._tools import Tool
+from ._state import PausedBatch, Pending, PendingCall, RunState, plain_state, signature, state_key
+from ._tools import CONTEXTS, Tool
+from .errors import RunStateError
+from .types import AgentLike, JournalLike, StreamEdit
 
 OutputT = TypeVar("OutputT", default=str)
 """The type of a run's final output (`output_type`); `str` unless one is given."""
@@ -30,6 +28,20 @@ OutputT = TypeVar("OutputT", default=str)
 _run_ids = itertools.count(1)
 _PROCESS = os.urandom(4).hex()
 """Makes run ids unique across processes, so a saved run never shares its id with a new one."""
+
+
+@runtime_checkable
+class Model(Protocol):
+    """What `Agent(model=...)` needs: `request(call)`; `stream(call)` for streaming.
+
+    `stream` yields events (`onion.TextDelta`, ...) and must end with the
+    finished `onion.ModelResponse` as its last item. (It lives with the
+    contexts its methods take and return.)
+    """
+
+    name: str
+
+    async def request(self, call: ModelCall) -> ModelResponse: ...
 
 
 class Call:
@@ -52,7 +64,7 @@ class Run(Call):
         "_injected",
         "_output",
         "_paused",
-        "_resumed",
+        "_pending",
         "agent",
         "emit",
         "id",
@@ -71,7 +83,7 @@ class Run(Call):
 
     def __init__(
         self,
-        agent: Agent[Any],
+        agent: AgentLike,
         input: Any,
         messages: list[Message],
         state: dict[str, Any] | None = None,
@@ -94,13 +106,14 @@ class Run(Call):
         """Model calls made so far in this run."""
         self.emit: Callable[[Any], None] | None = None
         """Set while the run is streamed: sends an event to the consumer."""
-        self.journal: Journal | None = None
+        self.journal: JournalLike | None = None
         """Set when the agent has a store: records each step so the run can be resumed."""
         self.output_type = output_type
         self._output: OutputSchema | None = None if output_type is str else output_schema(output_type)
         self._injected: deque[Message] = deque()
         self._paused: PausedBatch | None = None
-        self._resumed: RunState | None = None
+        self._pending: Pending | None = None
+        """The batch the loop goes on with first (a resumed or recovered run), set before the run starts."""
 
     def inject(self, message: Message | str) -> None:
         """Queue a message for the history; it lands at the next safe point.
@@ -314,6 +327,9 @@ class ToolCall(Call):
         return f"<ToolCall {self.name} id={self.id} args={self.args!r:.60}>"
 
 
+CONTEXTS.add(ToolCall)  # a tool parameter annotated `ToolCall` is passed the call
+
+
 class ModelResponse:
     """What a model answered: one assistant message, its usage and why it stopped.
 
@@ -441,3 +457,89 @@ class RunResult(Generic[OutputT]):
         if self.paused:
             return f"<RunResult paused pending={[call.name for call in self.pending]}>"
         return f"<RunResult output={self.output!r:.60} messages={len(self.messages)}>"
+
+
+class Editing:
+    """An edit registered on one call; `with` removes it when this layer's pass ends."""
+
+    __slots__ = ("call", "edit")
+
+    def __init__(self, call: ModelCall, edit: StreamEdit) -> None:
+        self.call = call
+        self.edit = edit
+
+    def __enter__(self) -> StreamEdit:
+        return self.edit
+
+    def __exit__(self, *exc_info: object) -> None:
+        edits = self.call._edits
+        if edits is not None:
+            for index in range(len(edits) - 1, -1, -1):
+                if edits[index] is self.edit:
+                    del edits[index]
+                    break
+
+
+class Observing:
+    """An observer as an edit: it sees each event as the layers inside it left it, and passes it on."""
+
+    __slots__ = ("observer",)
+
+    def __init__(self, observer: Callable[[Any], None]) -> None:
+        self.observer = observer
+
+    def __call__(self, event: Any) -> tuple[Any]:
+        self.observer(event)
+        return (event,)
+
+
+def capture(result: RunResult[Any]) -> RunState:
+    """The `RunState` of `result` (a copy: deciding on it changes neither the result nor the run), signed
+    when its agent has a `state_key`."""
+    run = result._run
+    paused = run._paused if run is not None else None
+    state = RunState(
+        run_id=result.run_id,
+        agent=run.agent.name if run is not None else "",
+        status=result.status,
+        input=run.input if run is not None else None,
+        messages=list(result.messages),
+        answered=list(paused.answered) if paused is not None else [],
+        pending=[dataclasses.replace(call) for call in paused.pending] if paused is not None else [],
+        injected=list(run._injected) if run is not None else [],
+        steps=run.steps if run is not None else 0,
+        usage=result.usage + Usage(),
+        state=plain_state(result.state),
+        output=_output_text(result),
+        private=_private(run),
+        batch=paused.batch if paused is not None else None,
+        session=run.session if run is not None else None,
+        session_from=run.session_from if run is not None else 0,
+    )
+    key = state_key(run.agent.state_key) if run is not None else None
+    if key is not None:
+        state.signature = signature(state, key)
+    return state
+
+
+def _private(run: Run | None) -> dict[str, Any]:
+    """A JSON copy of `run.private`; `RunStateError` names the first key whose value is not JSON data."""
+    if run is None or not run.private:
+        return {}
+    try:
+        copied: dict[str, Any] = json.loads(json.dumps(run.private))
+    except (TypeError, ValueError) as error:
+        raise RunStateError(
+            f"run.private of run {run.id} is not JSON data ({error}): layers keep plain data there"
+        ) from None
+    return copied
+
+
+def _output_text(result: RunResult[Any]) -> str:
+    """The final answer as the history holds it (a typed run's JSON text; with `pseudonymize`, its
+    placeholders); a paused run has none."""
+    run = result._run
+    if result.paused:
+        return ""
+    answer = None if run is None else next((m for m in reversed(run.messages) if m.role == "assistant"), None)
+    return str(result.output) if answer is None else answer.text

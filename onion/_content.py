@@ -6,6 +6,8 @@ import base64
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from ._text import valid_text
+
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 """Image media types every supported API accepts."""
 
@@ -122,9 +124,7 @@ def describe(part: Image | Document) -> str:
 
 
 def valid_text_parts(parts: list[Part]) -> list[Part]:
-    """`parts` with each text part's lone surrogates replaced (see `onion._tools.valid_text`)."""
-    from ._tools import valid_text
-
+    """`parts` with each text part's lone surrogates replaced (see `onion._text.valid_text`)."""
     return [valid_text(part) if isinstance(part, str) else part for part in parts]
 
 

@@ -1,4 +1,10 @@
-"""Runs on an agent with a store: journaled as they go, resumed from the journal without repeating work."""
+"""Runs on an agent with a store: journaled as they go, resumed from the store without repeating work.
+
+Every journaled run goes through `journaled(loop, run, store, on_session)`. A
+run that goes on from where it stopped (`resume_paused`: a paused batch now
+decided; `recover`: the batch a dead worker left) is rebuilt here and holds
+that one batch (`run._pending`) for the loop to finish first.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +12,20 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ._calls import ModelResponse, Run, RunResult, ToolCall, ToolResult
-from ._journal import INTERRUPTED, Journal, Replay, replay
-from ._messages import Message
-from ._state import RunState, already_decided, check_trusted, state_key, take_decisions
+from ._calls import Run, RunResult, ToolResult
+from ._committed import committed
+from ._journal import Journal, Replay, pending_batch, replay
+from ._state import RunState, already_decided, check_trusted, rejection_text, state_key, take_decisions
 from .errors import OnionError, RunBusy, RunNotFound, RunStateError, StoreUnavailable
 
 if TYPE_CHECKING:
-    from ._agent import Agent, _Chains
+    from ._loop import Loop
     from ._tools import Tool
     from .stores import Session, Store
 
-T = TypeVar("T")
+__all__ = ["OnSession", "committed", "journaled", "journaled_id", "recover", "rejection_text", "resume_paused"]
 
 
 class OnSession(NamedTuple):
@@ -38,45 +43,27 @@ def journaled_id() -> str:
     return f"run-{uuid.uuid4().hex}"
 
 
-async def run_in_store(
-    agent: Agent[Any], chains: _Chains, run: Run, store: Store, on_session: OnSession | None
+async def journaled(
+    loop: Loop, run: Run, store: Store, on_session: OnSession | None = None, journal: Journal | None = None
 ) -> RunResult[Any]:
-    """Run `run` journaled in `store` under a fresh id (a run on a session has one already: `journaled_id`)."""
-    if on_session is None:
-        run.id = journaled_id()
-    return await run_journaled(agent, chains, run, store, on_session)
+    """Run `run` with a journal in `store`, ended as completed (with its session turn), paused or failed.
 
-
-async def on_session_journaled(
-    agent: Agent[Any], chains: _Chains, run: Run, store: Store, session: Session, start: int
-) -> RunResult[Any]:
-    """Run the resumed (or recovered) `run` holding `session`'s lock, as a new run on it would.
-
-    The lock is taken by the run's id: a lock its dead worker left is taken
-    back at once, and no newer run took it meanwhile (a store never hands a
-    lock held by a run it still has running to another holder).
+    A new run (no `journal`) is journaled under a fresh id (a run on a session
+    has one already: `journaled_id`), created in the store when the loop
+    starts, after the run layers prepared it. A renewal that finds the run
+    taken over by another worker stops it: `LeaseLost`, and nothing more of it
+    is recorded by this worker.
     """
-    async with session.lock(owner=run.id) as lock:
-        return await run_journaled(agent, chains, run, store, OnSession(session, start, lock))
-
-
-async def run_journaled(
-    agent: Agent[Any], chains: _Chains, run: Run, store: Store, on_session: OnSession | None
-) -> RunResult[Any]:
-    """Run `run` with a journal in `store`: created when the loop starts (after the run layers prepared the
-    run), ended as completed (with its session turn) or failed.
-
-    A renewal that finds the run taken over by another worker stops it:
-    `LeaseLost`, and nothing more of it is recorded by this worker.
-    """
-    journal = run.journal
     if journal is None:
-        journal = run.journal = Journal(store, run.id, lease=agent.lease, owner=run.id)
+        if on_session is None:
+            run.id = journaled_id()
+        journal = Journal(store, run.id, lease=loop.agent.lease, owner=run.id)
         session = None if on_session is None else on_session.session.session_id
         journal.begin_when_the_loop_starts(session=session, session_from=0 if on_session is None else on_session.start)
+    run.journal = journal
     try:
         with journal.stop_when_lost():
-            result = await agent._run_chain(chains, run)
+            result = await loop.run_chain(run)
         await journal.begin_now(run)  # a run layer answered without the loop
         if result.paused:
             await committed(journal.end("paused", state=result.to_state().to_json(), pending=len(result.pending)))
@@ -91,32 +78,8 @@ async def run_journaled(
     return result
 
 
-async def committed(write: Awaitable[T]) -> T:
-    """Await `write`, a run's last write, to its end even if the caller is cancelled meanwhile.
-
-    A write in flight may land whatever the caller does: once it has, the
-    run is over and the caller gets its result (the cancellation came too late
-    to stop anything), so a caller is never told "cancelled" of a run the
-    store holds as completed. A write that fails raises as it would.
-    """
-    task = asyncio.ensure_future(write)
-    cancelled = False
-    while True:
-        try:
-            result = await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if task.done():
-                raise
-            cancelled = True
-            continue
-        current = asyncio.current_task()
-        if cancelled and current is not None:
-            current.uncancel()
-        return result
-
-
 async def resume_paused(
-    agent: Agent[Any], chains: _Chains, given: RunState, output_type: Any, store: Store, session: Session | None
+    loop: Loop, given: RunState, output_type: Any, store: Store, session: Session | None
 ) -> RunResult[Any]:
     """Go on with the paused run `given` decides, as the one worker holding it in `store`.
 
@@ -128,18 +91,19 @@ async def resume_paused(
     outside (`check_trusted`) and journaled from here on. Rejections are
     journaled with the batch, so a crash later never runs a rejected call.
     """
+    agent = loop.agent
     journal = Journal(store, given.run_id, lease=agent.lease)
     try:
         record = await store.claim_run(given.run_id, journal.owner, agent.lease, paused_only=True)
     except RunNotFound:
         check_trusted(given, state_key(agent.state_key))
-        run = agent._resumed_run(given, output_type, await agent._known_tools(None))
+        run = await loop.resumed(given, output_type)
         run.journal = journal
         await journal.begin(run, session=given.session, session_from=given.session_from)
         for message in given.answered:
             content = message.text if message.content is None else message.content
             journal.hold_result(message.tool_call_id or "", ToolResult(content, is_error=message.is_error))
-        return await _resumed(agent, chains, run, store, given, session)
+        return await _resumed(loop, run, journal, store, given, session)
     except RunBusy as busy:
         if busy.status == "running":
             raise
@@ -147,7 +111,7 @@ async def resume_paused(
     try:
         saved = RunState.from_json(record.state or "")
         take_decisions(saved, given)
-        run = agent._resumed_run(saved, output_type, await agent._known_tools(None))
+        run = await loop.resumed(saved, output_type)
         if record.session is not None:
             start = json.loads((await store.journal(run.id))[0])
             run.session, run.session_from = record.session, start.get("session_from", 0)
@@ -156,29 +120,35 @@ async def resume_paused(
             store.release_run(given.run_id, journal.owner, "paused", state=record.state, pending=record.pending)
         )
         raise
-    run.journal = journal
     journal.renew_in_background()
     journal.mark(run.messages)
-    return await _resumed(agent, chains, run, store, saved, session)
+    return await _resumed(loop, run, journal, store, saved, session)
 
 
 async def _resumed(
-    agent: Agent[Any], chains: _Chains, run: Run, store: Store, state: RunState, session: Session | None
+    loop: Loop, run: Run, journal: Journal, store: Store, state: RunState, session: Session | None
 ) -> RunResult[Any]:
     """Run the resumed `run` (decided `state`), on its session if it has one."""
-    assert run.journal is not None
     for call in state.pending:
         if call.decision == "rejected":
-            run.journal.hold_result(call.id, ToolResult(rejection_text(call.name, call.rejection), is_error=True))
+            journal.hold_result(call.id, ToolResult(rejection_text(call.name, call.rejection), is_error=True))
     if run.session is None:
-        return await run_journaled(agent, chains, run, store, None)
+        return await journaled(loop, run, store, None, journal)
     conversation = store.session(run.session) if session is None else session
-    return await on_session_journaled(agent, chains, run, store, conversation, run.session_from)
+    return await _on_session(loop, run, journal, store, conversation, run.session_from)
 
 
-def rejection_text(name: str, reason: str | None) -> str:
-    """What the model reads for a rejected call."""
-    return f"Tool call {name} was rejected: {reason}"
+async def _on_session(
+    loop: Loop, run: Run, journal: Journal, store: Store, session: Session, start: int
+) -> RunResult[Any]:
+    """Run the resumed (or recovered) `run` holding `session`'s lock, as a new run on it would.
+
+    The lock is taken by the run's id: a lock its dead worker left is taken
+    back at once, and no newer run took it meanwhile (a store never hands a
+    lock held by a run it still has running to another holder).
+    """
+    async with session.lock(owner=run.id) as lock:
+        return await journaled(loop, run, store, OnSession(session, start, lock), journal)
 
 
 async def _let_go(journal: Journal) -> None:
@@ -187,12 +157,13 @@ async def _let_go(journal: Journal) -> None:
         await journal.end("failed")
 
 
-async def resume_from_store(agent: Agent[Any], store: Store, run_id: str, output_type: Any) -> RunResult[Any]:
+async def recover(loop: Loop, store: Store, run_id: str, output_type: Any) -> RunResult[Any]:
     """Claim `run_id`, rebuild it from its journal, finish it (its final answer validated as `output_type`).
 
     Raises `RunBusy` when another worker holds it (or it has ended),
     `RunNotFound` when the store never saw it.
     """
+    agent = loop.agent
     record = await store.run_record(run_id)
     if record is not None and record.status == "paused":
         raise RunStateError(
@@ -205,54 +176,27 @@ async def resume_from_store(agent: Agent[Any], store: Store, run_id: str, output
     journal.renew_in_background()
     try:
         replayed = replay(run_id, await store.journal(run_id))
-        _check_agent(agent, run_id, replayed, await agent._known_tools(None))
+        tools = await loop.known_tools(None)
+        _check_agent(agent.name, run_id, replayed, tools)
     except BaseException:
         await asyncio.shield(_let_go(journal))
         raise
     run = Run(agent, replayed.messages, replayed.messages, replayed.state, output_type)
-    run.id, run.steps, run.usage, run.journal = run_id, replayed.steps, replayed.usage, journal
+    run.id, run.steps, run.usage = run_id, replayed.steps, replayed.usage
     run.session = replayed.session
     journal.mark(run.messages)
-    journal.recovered = replayed if replayed.unanswered or replayed.completed else None
-    chains = agent._compiled()
+    if replayed.unanswered or replayed.completed:
+        run._pending = pending_batch(replayed, tools, journal)
     if replayed.session is None:
-        return await run_journaled(agent, chains, run, store, None)
+        return await journaled(loop, run, store, None, journal)
     session = store.session(replayed.session)
-    return await on_session_journaled(agent, chains, run, store, session, replayed.session_from)
+    return await _on_session(loop, run, journal, store, session, replayed.session_from)
 
 
-def _check_agent(agent: Agent[Any], run_id: str, replayed: Replay, tools: dict[str, Tool]) -> None:
+def _check_agent(agent: str, run_id: str, replayed: Replay, tools: dict[str, Tool]) -> None:
     missing = sorted({c.name for c in replayed.unanswered} - tools.keys())
     if missing:
         raise OnionError(
-            f"run {run_id!r} has calls to tools {missing} that agent {agent.name!r} does not have; "
+            f"run {run_id!r} has calls to tools {missing} that agent {agent!r} does not have; "
             "resume it with an agent that has them"
         )
-
-
-async def finish_recovered_batch(agent: Agent[Any], run: Run, chains: _Chains) -> bool:
-    """Answer the batch a dead worker left: recorded results as they were, calls in doubt as interrupted
-    (idempotent tools run again), calls that never started run now through the tools chain.
-
-    Returns True when a layer paused one of those calls (the run then pauses, as `_tool_step` says).
-    """
-    journal = run.journal
-    assert journal is not None and journal.recovered is not None
-    recovered, journal.recovered = journal.recovered, None
-    settled: dict[str | None, Message] = {
-        call_id: Message.tool(call_id, result.content, result.is_error) for call_id, result in recovered.results.items()
-    }
-    requests = []
-    tools = await agent._known_tools(run)
-    for request in recovered.unanswered:
-        if request.id in settled:
-            continue
-        tool = tools.get(request.name)
-        if request.id in recovered.started and not (tool is not None and tool.idempotent):
-            interrupted = ToolResult(INTERRUPTED.format(name=request.name), is_error=True, call_id=request.id)
-            journal.hold_result(request.id, interrupted)
-            settled[request.id] = Message.tool(request.id, interrupted.content, True)
-        else:
-            requests.append(request)
-    calls = [ToolCall(run, request, tools.get(request.name)) for request in requests]
-    return await agent._tool_step(run, ModelResponse(run.messages[-1]), chains, calls, requests, settled)

@@ -28,14 +28,16 @@ from typing import TYPE_CHECKING, Any
 from ._calls import ModelResponse, ToolResult
 from ._content import part_dict, part_from
 from ._messages import Message, ToolRequest, Usage
+from ._state import Pending
 from .errors import LeaseLost, OnionError, RunBusy, RunNotFound
 
 logger = logging.getLogger("onion.journal")
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
     from ._calls import Run, ToolCall
+    from ._tools import Tool
     from .stores import RunStatus, RunStore, SessionTurn
 
 INTERRUPTED = (
@@ -90,7 +92,6 @@ class Journal:
         "lease",
         "lost",
         "owner",
-        "recovered",
         "run_id",
         "store",
     )
@@ -100,8 +101,6 @@ class Journal:
         self.run_id = run_id
         self.lease = lease
         self.owner = owner or uuid.uuid4().hex
-        self.recovered: Replay | None = None
-        """A resumed run's unfinished batch: finished first, without repeating recorded calls."""
         self._beginning: tuple[str | None, int] | None = None
         self._held: list[str] = []
         self._flush: asyncio.Task[None] | None = None
@@ -335,6 +334,31 @@ class Replay:
         """The last entry is a final answer: the run ended, only its release was lost."""
         last = self.messages[-1] if self.messages else None
         return self.steps > 0 and last is not None and last.role == "assistant" and not last.tool_calls
+
+
+def pending_batch(replayed: Replay, tools: Mapping[str, Tool], journal: Journal) -> Pending:
+    """The batch a dead worker left, for the loop to finish first: recorded results as they were, calls in doubt
+    answered as interrupted (held in `journal`; an idempotent tool's call runs again), the others to run.
+
+    A run whose last entry is its final answer has nothing left to run (`final`).
+    """
+    if replayed.completed:
+        return Pending({}, [], final=True)
+    settled: dict[str | None, Message] = {
+        call_id: Message.tool(call_id, result.content, result.is_error) for call_id, result in replayed.results.items()
+    }
+    requests = []
+    for request in replayed.unanswered:
+        if request.id in settled:
+            continue
+        tool = tools.get(request.name)
+        if request.id in replayed.started and not (tool is not None and tool.idempotent):
+            interrupted = ToolResult(INTERRUPTED.format(name=request.name), is_error=True, call_id=request.id)
+            journal.hold_result(request.id, interrupted)
+            settled[request.id] = Message.tool(request.id, interrupted.content, True)
+        else:
+            requests.append(request)
+    return Pending(settled, requests)
 
 
 def replay(run_id: str, entries: list[str]) -> Replay:

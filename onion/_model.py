@@ -2,24 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
-
-if TYPE_CHECKING:
-    from ._calls import ModelCall, ModelResponse
-
-
-@runtime_checkable
-class Model(Protocol):
-    """What `Agent(model=...)` needs: `request(call)`; `stream(call)` for streaming.
-
-    `stream` yields events (`onion.TextDelta`, ...) and must end with the
-    finished `onion.ModelResponse` as its last item.
-    """
-
-    name: str
-
-    async def request(self, call: ModelCall) -> ModelResponse: ...
-
+from ._calls import Model as Model
 
 PROVIDERS = {
     "anthropic": ("onion.providers.anthropic", "AnthropicModel"),

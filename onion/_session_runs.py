@@ -6,17 +6,19 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._calls import Run, RunResult
-from ._durable import OnSession, committed, journaled_id, run_in_store
+from ._durable import OnSession, committed, journaled, journaled_id
+from ._loop import first_messages
 from ._messages import Message
 from .errors import RunStateError
 from .stores._refusals import session_lost
 
 if TYPE_CHECKING:
-    from ._agent import Agent, _Chains
-    from .stores import Session
+    from ._loop import Loop
+    from .stores import Session, Store
+    from .types import AgentLike
 
 
-def session_of(agent: Agent[Any], session: str | Session) -> Session:
+def session_of(agent: AgentLike, session: str | Session) -> Session:
     """The `Session` a run's `session=` names: a session id in `agent.store`, or a `Session` itself."""
     if not isinstance(session, str):
         if agent.store is not None and session.store is not agent.store:
@@ -31,12 +33,12 @@ def session_of(agent: Agent[Any], session: str | Session) -> Session:
             f"{agent.name}: session={session!r} needs a store to keep it in: "
             "Agent(..., store=SQLiteStore('onion.db')), or pass session=store.session(id)"
         )
-    return agent.store.session(session)
+    store: Store = agent.store
+    return store.session(session)
 
 
 async def run_in_session(
-    agent: Agent[Any],
-    chains: _Chains,
+    loop: Loop,
     input: str | Message | Sequence[Message],
     state: dict[str, Any] | None,
     output_type: Any,
@@ -51,23 +53,23 @@ async def run_in_session(
     by the session's lock: `LeaseLost` naming the session, and nothing
     appended, when the lock lapsed and another run took it.
     """
-    run_id = journaled_id() if agent.store is not None else None
+    agent = loop.agent
+    store: Store | None = agent.store
+    run_id = journaled_id() if store is not None else None
     async with conversation.lock(owner=run_id) as lock:
         history = await conversation.messages()
-        first = agent._first_messages(input)
+        first = first_messages(agent, input)
         start = 1 if first and first[0].role == "system" else 0
         run = Run(agent, input, [*first[:start], *history, *first[start:]], state, output_type)
         run.emit = emit
         run.session, run.session_from = conversation.session_id, start + len(history)
-        if agent.store is not None:
+        if store is not None:
             run.id = lock
-            return await run_in_store(agent, chains, run, agent.store, OnSession(conversation, run.session_from, lock))
-        return await _appended(agent, chains, run, conversation, lock)
+            return await journaled(loop, run, store, OnSession(conversation, run.session_from, lock))
+        return await _appended(loop, run, conversation, lock)
 
 
-async def resume_in_session(
-    agent: Agent[Any], chains: _Chains, run: Run, conversation: Session | None
-) -> RunResult[Any]:
+async def resume_in_session(loop: Loop, run: Run, conversation: Session | None) -> RunResult[Any]:
     """Go on with the resumed `run`, paused on a session of a store the agent does not have: `conversation`."""
     if conversation is None or conversation.session_id != run.session:
         raise RunStateError(
@@ -75,12 +77,12 @@ async def resume_in_session(
             f"resume it with agent.resume(state, session=store.session({run.session!r})) to append its turn there"
         )
     async with conversation.lock() as lock:
-        return await _appended(agent, chains, run, conversation, lock)
+        return await _appended(loop, run, conversation, lock)
 
 
-async def _appended(agent: Agent[Any], chains: _Chains, run: Run, conversation: Session, lock: str) -> RunResult[Any]:
+async def _appended(loop: Loop, run: Run, conversation: Session, lock: str) -> RunResult[Any]:
     """Run `run` (no store); append its own messages to `conversation` under `lock` once it completes."""
-    result = await agent._run_chain(chains, run)
+    result = await loop.run_chain(run)
     if not result.paused and not await committed(conversation.append(result.messages[run.session_from :], lock=lock)):
         raise session_lost(run.id, conversation.session_id)
     return result

@@ -15,11 +15,12 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._messages import Message, Usage
+from ._messages import Message, ToolRequest, Usage
 from .errors import BatchDecided, RunStateError, ToolArgumentsError
 
 if TYPE_CHECKING:
-    from ._calls import Run, RunResult
+    from collections.abc import Mapping
+
     from ._tools import Tool
 
 VERSION = 1
@@ -45,6 +46,24 @@ class PendingCall:
     decision: Decision | None = None
     edited_args: dict[str, Any] | None = None
     rejection: str | None = None
+
+
+@dataclass(slots=True)
+class Pending:
+    """The one batch a run goes on with before its next model call: a paused batch decided, or the batch a
+    journaled run's dead worker left (`onion._journal.pending_batch`).
+
+    `settled` answers calls already (results recorded, rejections, calls in
+    doubt); `requests` are the calls still to run, through the tools chain.
+    `approved` marks them approved by a person. `final` is a recovered run
+    whose last message is its final answer: it only goes through the
+    output's validation and the run's layers.
+    """
+
+    settled: dict[str | None, Message]
+    requests: list[ToolRequest]
+    approved: bool = False
+    final: bool = False
 
 
 @dataclass(slots=True)
@@ -258,35 +277,6 @@ class RunState:
         return f"<RunState {self.run_id} {self.status} pending={[c.name for c in self.pending]}>"
 
 
-def capture(result: RunResult[Any]) -> RunState:
-    """The `RunState` of `result` (a copy: deciding on it changes neither the result nor the run), signed
-    when its agent has a `state_key`."""
-    run = result._run
-    paused = run._paused if run is not None else None
-    state = RunState(
-        run_id=result.run_id,
-        agent=run.agent.name if run is not None else "",
-        status=result.status,
-        input=run.input if run is not None else None,
-        messages=list(result.messages),
-        answered=list(paused.answered) if paused is not None else [],
-        pending=[dataclasses.replace(call) for call in paused.pending] if paused is not None else [],
-        injected=list(run._injected) if run is not None else [],
-        steps=run.steps if run is not None else 0,
-        usage=result.usage + Usage(),
-        state=plain_state(result.state),
-        output=_output_text(result),
-        private=_private(run),
-        batch=paused.batch if paused is not None else None,
-        session=run.session if run is not None else None,
-        session_from=run.session_from if run is not None else 0,
-    )
-    key = state_key(run.agent.state_key) if run is not None else None
-    if key is not None:
-        state.signature = signature(state, key)
-    return state
-
-
 def state_key(given: bytes | str | None) -> bytes | None:
     """The key that signs paused runs: the agent's `state_key`, else `ONION_STATE_KEY`, else None."""
     key = given if given is not None else os.environ.get("ONION_STATE_KEY") or None
@@ -355,6 +345,25 @@ def take_decisions(saved: RunState, given: RunState) -> None:
             )
 
 
+def pending_batch(state: RunState) -> Pending:
+    """The batch `state` (decided: `check_resumable`) goes on with: answers so far and rejections settled, the
+    approved and edited calls (with their arguments) to run."""
+    settled = {message.tool_call_id: message for message in state.answered}
+    requests = []
+    for call in state.pending:
+        if call.decision == "rejected":
+            settled[call.id] = Message.tool(call.id, rejection_text(call.name, call.rejection), True)
+        else:
+            args = call.edited_args if call.decision == "edited" else call.args
+            requests.append(ToolRequest(call.id, call.name, dict(args or {})))
+    return Pending(settled, requests, approved=True)
+
+
+def rejection_text(name: str, reason: str | None) -> str:
+    """What the model reads for a rejected call."""
+    return f"Tool call {name} was rejected: {reason}"
+
+
 def already_decided(run_id: str, status: str | None = None) -> BatchDecided:
     """The error for decisions on a batch that was decided already: the run is no longer paused there."""
     return BatchDecided(
@@ -370,30 +379,7 @@ def _last_calls(state: RunState) -> list[Any]:
     return list(last.tool_calls) if last is not None and last.role == "assistant" else []
 
 
-def _private(run: Run | None) -> dict[str, Any]:
-    """A JSON copy of `run.private`; `RunStateError` names the first key whose value is not JSON data."""
-    if run is None or not run.private:
-        return {}
-    try:
-        copied: dict[str, Any] = json.loads(json.dumps(run.private))
-    except (TypeError, ValueError) as error:
-        raise RunStateError(
-            f"run.private of run {run.id} is not JSON data ({error}): layers keep plain data there"
-        ) from None
-    return copied
-
-
-def _output_text(result: RunResult[Any]) -> str:
-    """The final answer as the history holds it (a typed run's JSON text; with `pseudonymize`, its
-    placeholders); a paused run has none."""
-    run = result._run
-    if result.paused:
-        return ""
-    answer = None if run is None else next((m for m in reversed(run.messages) if m.role == "assistant"), None)
-    return str(result.output) if answer is None else answer.text
-
-
-def check_resumable(state: RunState, agent: str, tools: dict[str, Tool]) -> None:
+def check_resumable(state: RunState, agent: str, tools: Mapping[str, Tool]) -> None:
     """Raise `RunStateError` saying what to do unless agent `agent`, with `tools`, can resume `state`."""
     if not state.paused:
         raise RunStateError(

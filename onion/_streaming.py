@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any
 
-from ._events import Event, ModelCallFinished, StreamReset, TextDelta
+from ._calls import RunResult
+from ._events import Event, ModelCallFinished, RunFinished, RunPaused, StreamReset, TextDelta
 
 
 class EventQueue:
@@ -46,3 +49,30 @@ class EventQueue:
     async def get(self) -> Event | None:
         """The next event, or `None` after the last."""
         return await self._queue.get()
+
+
+async def streamed(produce: Callable[[Callable[[Event], None]], Awaitable[RunResult[Any]]]) -> AsyncGenerator[Event]:
+    """The events of the run `produce(emit)` runs, as they happen; then `RunFinished` (or `RunPaused`).
+
+    Leaving early cancels the run.
+    """
+    queue = EventQueue()
+
+    async def produced() -> RunResult[Any]:
+        try:
+            return await produce(queue.put)
+        finally:
+            queue.end()
+
+    task = asyncio.ensure_future(produced())
+    try:
+        while (event := await queue.get()) is not None:
+            yield event
+        result = await task
+        yield RunPaused(result, result.to_state()) if result.paused else RunFinished(result)
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        elif not task.cancelled():
+            task.exception()  # the consumer left after the run failed: retrieved, so asyncio logs nothing

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from pydantic import Field
 
@@ -40,7 +40,7 @@ class SubAgent:
         call: ToolCall,
     ) -> Any:
         parent = call.run
-        child = self._through(parent.agent)
+        child = self._through(cast("Agent[Any]", parent.agent))  # a run of an agent tool runs on an Agent
         try:
             result = await child.run(task)
         except OnionError as error:

@@ -15,12 +15,9 @@ import contextvars
 import threading
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .errors import ToolThreadsExhausted
-
-if TYPE_CHECKING:
-    from ._calls import ToolCall
 
 
 class _Job:
@@ -91,7 +88,7 @@ class ToolThreads:
         """How many threads run calls that onion stopped waiting for."""
         return self._left.total()
 
-    async def run(self, function: Callable[..., Any], kwargs: dict[str, Any], call: ToolCall | None = None) -> Any:
+    async def run(self, function: Callable[..., Any], kwargs: dict[str, Any], call: Any = None) -> Any:
         """`function(**kwargs)` in one of the threads; what it returns or raises.
 
         If the caller is cancelled first, a call still queued never starts; a

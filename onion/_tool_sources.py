@@ -44,6 +44,12 @@ class OfferedTools:
         self.tools = own
         """Every tool the model is offered: the agent's own first, then each source's in order."""
         self.by_name = {tool.name: tool for tool in own}
+        if len(self.by_name) != len(own):
+            names = [item.name for item in own]
+            duplicates = sorted({name for name in names if names.count(name) > 1})
+            raise ValueError(
+                f"two tools share the name {', '.join(map(repr, duplicates))}: rename one (@tool(name=...))"
+            )
         self._lists: list[list[Tool]] = []
 
     async def now(self, run: Run | None) -> list[Tool]:

@@ -13,10 +13,14 @@ from typing import Any, overload
 import pydantic
 import pydantic_core
 
-from ._calls import ToolCall
 from ._content import MEDIA, Part
+from ._text import valid_text as valid_text
 from ._threads import ToolThreads, default_tool_threads
 from .errors import ToolAborted, ToolArgumentsError
+
+CONTEXTS: set[type] = set()
+"""The classes a tool's parameter may be annotated with to be passed the call: `onion.ToolCall` (which
+`onion._calls`, a floor above this one, adds)."""
 
 
 class Tool:
@@ -79,9 +83,7 @@ class Tool:
             raise ToolArgumentsError(f"invalid arguments for tool {self.name}: {problems}") from None
         return dict(model.__dict__)  # extra="forbid": exactly the declared fields
 
-    async def invoke(
-        self, args: dict[str, Any], call: ToolCall | None = None, threads: ToolThreads | None = None
-    ) -> Any:
+    async def invoke(self, args: dict[str, Any], call: Any = None, threads: ToolThreads | None = None) -> Any:
         """Run the function with validated `args`; sync functions run on `threads` (default: onion's own).
 
         An awaitable that a sync function returns (a sync wrapper around an
@@ -199,18 +201,6 @@ def safe_name(name: str) -> str:
     return _NOT_IN_NAME.sub("_", name)[:64] or "tool"
 
 
-_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def valid_text(text: str) -> str:
-    """`text` with each lone surrogate replaced by U+FFFD, so that it encodes as UTF-8.
-
-    A file name `os.listdir` could not decode holds one; an SDK, a cache or a
-    log that encodes the text would raise `UnicodeEncodeError` on it.
-    """
-    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
-
-
 def _description(function: Callable[..., Any]) -> str:
     doc = inspect.getdoc(function) or ""
     return doc.split("\n\n")[0].strip()
@@ -229,7 +219,7 @@ def _arguments_model(function: Callable[..., Any], name: str) -> tuple[str | Non
                 "tools are called with keyword arguments"
             )
         annotation = hints.get(parameter.name, Any)
-        if annotation is ToolCall:
+        if annotation in CONTEXTS:
             context_parameter = parameter.name
             continue
         if parameter.name.startswith("_") or parameter.name == "model_config":

@@ -10,25 +10,13 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any
 
 import pydantic
 
+from ._trajectory import Check as Check
 from ._trajectory import ToolStep, Trajectory
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A check's answer: `passed`, and `detail` saying why it failed (or anything worth showing)."""
-
-    passed: bool
-    detail: str = ""
-
-
-Check: TypeAlias = Callable[[Trajectory], bool | Verdict | Awaitable[bool | Verdict]]
-"""A function of the trajectory answering `bool` or `Verdict`, or an awaitable of one."""
+from ._trajectory import Verdict as Verdict
 
 
 def check_name(check: Check) -> str:

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, TypeAlias
 
 from .._calls import RunResult
 from .._messages import Message, Usage
 
-if TYPE_CHECKING:
-    from ._checks import Check
+
+@dataclass(frozen=True)
+class Verdict:
+    """A check's answer: `passed`, and `detail` saying why it failed (or anything worth showing)."""
+
+    passed: bool
+    detail: str = ""
+
 
 Outcome = Literal["ok", "error", "blocked", "paused", "unanswered"]
 
@@ -103,6 +109,10 @@ class Trajectory:
     def calls(self, name: str | None = None) -> list[ToolStep]:
         """The tool calls asked for, of tool `name` only when given."""
         return [step for step in self.steps if name is None or step.name == name]
+
+
+Check: TypeAlias = Callable[[Trajectory], bool | Verdict | Awaitable[bool | Verdict]]
+"""A function of the trajectory answering `bool` or `Verdict`, or an awaitable of one."""
 
 
 def trajectory(case: Case, result: RunResult[Any], model: str) -> Trajectory:

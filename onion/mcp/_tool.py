@@ -6,7 +6,7 @@ import asyncio
 import base64
 import hashlib
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp.types as mcp_types
 
@@ -15,8 +15,16 @@ from .._content import IMAGE_TYPES, Document, Image, Part
 from .._tools import TOOL_NAME, Tool, safe_name
 
 if TYPE_CHECKING:
+    from .._calls import Run
     from .._threads import ToolThreads
-    from ._server import MCPServer
+
+
+class ToolServer(Protocol):
+    """What an MCP tool asks of its server (`onion.mcp.MCPServer` is one)."""
+
+    async def call(self, tool: MCPTool, args: dict[str, Any], run: Run | None) -> ToolResult: ...
+
+    def describe(self) -> str: ...
 
 
 class MCPTool(Tool):
@@ -29,7 +37,7 @@ class MCPTool(Tool):
 
     __slots__ = ("remote_name", "server")
 
-    def __init__(self, server: MCPServer, listed: mcp_types.Tool, prefix: str) -> None:
+    def __init__(self, server: ToolServer, listed: mcp_types.Tool, prefix: str) -> None:
         self.server = server
         self.remote_name = listed.name
         """The tool's name on the server."""

@@ -12,9 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
+from ._session import SessionStore as SessionStore
+from ._session import SessionTurn as SessionTurn
+
 if TYPE_CHECKING:
     from .._state import RunState
-    from ._session import Session
 
 RunStatus = Literal["running", "paused", "completed", "failed"]
 
@@ -39,19 +41,6 @@ class RunRecord:
     state: str | None = None
     session: str | None = None
     pending: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class SessionTurn:
-    """A completed run's new messages (JSON text), appended to its session with the run's completion.
-
-    `lock` is the owner token of the session's lock (`Session.lock()`): the
-    turn is written only while that token still holds the lock.
-    """
-
-    session_id: str
-    messages: Sequence[str]
-    lock: str
 
 
 @runtime_checkable
@@ -125,43 +114,6 @@ class RunStore(Protocol):
 
     async def load(self, run_id: str) -> RunState:
         """The run as a `RunState` (paused or completed); `StateLoader` implements it from the methods above."""
-        ...
-
-
-@runtime_checkable
-class SessionStore(Protocol):
-    """Conversations kept per session id, and a lock that serialises runs on one session."""
-
-    def session(self, session_id: str) -> Session:
-        """The conversation `session_id` kept in this store."""
-        ...
-
-    async def session_messages(self, session_id: str) -> list[str]:
-        """The session's messages, oldest first."""
-        ...
-
-    async def session_append(self, session_id: str, messages: Sequence[str], *, lock: str | None = None) -> bool:
-        """Append messages in one transaction.
-
-        With `lock` (an owner token of `lock_session`): only while that token
-        holds the session's lock; False, and nothing appended, when it does not.
-        """
-        ...
-
-    async def session_clear(self, session_id: str) -> None:
-        """Forget the session's messages."""
-        ...
-
-    async def lock_session(self, session_id: str, owner: str, lease: float, *, renew: bool = False) -> bool:
-        """Take (or extend) the session's lock for `owner` for `lease` seconds; False if someone else holds it.
-
-        `renew`: only extend a lock `owner` still holds (its lease may have
-        lapsed, as long as no one took it since); False when it does not.
-        """
-        ...
-
-    async def unlock_session(self, session_id: str, owner: str) -> None:
-        """Release the lock if `owner` holds it."""
         ...
 
 

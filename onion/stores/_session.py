@@ -1,4 +1,5 @@
-"""`Session`: a conversation kept in a store under an id, and the lock that serialises its runs."""
+"""`Session`: a conversation kept in a store under an id, and the lock that serialises its runs; `SessionStore`,
+what a store does for it."""
 
 from __future__ import annotations
 
@@ -8,12 +9,63 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from .._committed import committed
 from .._messages import Message
-from ._protocols import SessionStore, SessionTurn
 
 logger = logging.getLogger("onion.stores")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTurn:
+    """A completed run's new messages (JSON text), appended to its session with the run's completion.
+
+    `lock` is the owner token of the session's lock (`Session.lock()`): the
+    turn is written only while that token still holds the lock.
+    """
+
+    session_id: str
+    messages: Sequence[str]
+    lock: str
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Conversations kept per session id, and a lock that serialises runs on one session."""
+
+    def session(self, session_id: str) -> Session:
+        """The conversation `session_id` kept in this store."""
+        ...
+
+    async def session_messages(self, session_id: str) -> list[str]:
+        """The session's messages, oldest first."""
+        ...
+
+    async def session_append(self, session_id: str, messages: Sequence[str], *, lock: str | None = None) -> bool:
+        """Append messages in one transaction.
+
+        With `lock` (an owner token of `lock_session`): only while that token
+        holds the session's lock; False, and nothing appended, when it does not.
+        """
+        ...
+
+    async def session_clear(self, session_id: str) -> None:
+        """Forget the session's messages."""
+        ...
+
+    async def lock_session(self, session_id: str, owner: str, lease: float, *, renew: bool = False) -> bool:
+        """Take (or extend) the session's lock for `owner` for `lease` seconds; False if someone else holds it.
+
+        `renew`: only extend a lock `owner` still holds (its lease may have
+        lapsed, as long as no one took it since); False when it does not.
+        """
+        ...
+
+    async def unlock_session(self, session_id: str, owner: str) -> None:
+        """Release the lock if `owner` holds it."""
+        ...
 
 
 class Session:

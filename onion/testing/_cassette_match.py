@@ -122,7 +122,7 @@ class Matcher:
                 f"cassette {path} was recorded with {_with(recorded)}, and this model call goes to {_with(request)}: "
                 f"{fix}",
                 path=path,
-                field=next(k for k in _WHOLE if self._fields[0].get(k) != live.get(k)),
+                field=next(k for k in _ORDER if k in _WHOLE and self._fields[0].get(k) != live.get(k)),
                 recorded=_with(recorded),
                 actual=_with(request),
             )

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .. import _chains as core
 from .._copies import own_copy
 from .._layers import Layer
 from .._stack import Handler, Stack
@@ -42,6 +43,10 @@ class Switch:
         self.layers = captures > 0 or (exporter is not None and exporter.layers)
         """Whether chains wrap each layer (a capture shows layers; an exporter may want them)."""
 
+    def compose(self, stack: Stack, kind: Any, terminal: Handler, checked: bool) -> Handler:
+        """The chain for `kind` around `terminal`, traced (the core's `onion._chains.compose` calls this)."""
+        return compose(stack, kind, terminal, checked, self)
+
 
 active: Switch | None = None
 """What tracing is on now; None when it is off."""
@@ -69,7 +74,7 @@ def count_capture(change: int) -> None:
 
 def _switch() -> None:
     global active
-    active = Switch(_exporter, _captures) if _exporter is not None or _captures else None
+    active = core.active = Switch(_exporter, _captures) if _exporter is not None or _captures else None
 
 
 def compose(stack: Stack, kind: str, terminal: Handler, checked: bool, switch: Switch | None) -> Handler:
