@@ -10,11 +10,11 @@ import sys
 import time
 from collections.abc import Callable
 
-from . import concurrency, durable, imports, library, loop, peers, redis_stores, stack, tracing
+from . import concurrency, durable, imports, library, loop, peers, redis_stores, serve, stack, tracing
 from .table import Row, render
 from .timing import FULL, QUICK, SMOKE, Scale
 
-SECTIONS = ("stack", "loop", "tracing", "peers", "concurrency", "library", "durable", "redis", "import")
+SECTIONS = ("stack", "loop", "tracing", "peers", "concurrency", "library", "durable", "redis", "serve", "import")
 
 
 def machine() -> str:
@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> None:
         "library": lambda: library.rows(scale),
         "durable": lambda: durable.rows(scale),
         "redis": lambda: redis_stores.rows(scale),
+        "serve": lambda: serve.rows(scale),
         "import": lambda: imports.rows(scale),
     }
     rows: list[Row] = []

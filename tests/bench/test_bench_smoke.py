@@ -32,10 +32,11 @@ def smoke_table() -> tuple[str, dict[str, list[str]]]:
 
 def test_bench_prints_one_table_with_every_expected_row() -> None:
     """Header, then stack, loop, tracing, peers (measured or skipped), concurrency, library, durable, redis (measured,
-    or skipped without a redis-server) and import rows."""
+    or skipped without a redis-server), serve and import rows."""
     header, rows = smoke_table()
     assert header.startswith("onion benchmarks (smoke")
-    assert list(rows) == ["stack", "loop", "tracing", "peers", "concurrency", "library", "durable", "redis", "import"]
+    sections = ["stack", "loop", "tracing", "peers", "concurrency", "library", "durable", "redis", "serve", "import"]
+    assert list(rows) == sections
     expected = {
         "stack": [
             f"{kind} kind, {n}" for kind in ("model", "tool") for n in ("0 layers", "1 layer,", "5 l", "10 l", "20 l")
@@ -46,6 +47,7 @@ def test_bench_prints_one_table_with_every_expected_row() -> None:
         "concurrency": ["wall, onion", "wall, hand loop", "peak RSS per run", "tracemalloc peak per run"],
         "library": [""],
         "durable": ["SQLiteStore", "per model call", "per tool call", "concurrent journaled runs"],
+        "serve": ["POST /runs JSON, keep-alive", "JSON: server CPU per run", "POST /runs SSE", "SSE: server CPU"],
         "import": ["import onion", "import middleware"],
     }
     if not any("skipped: no redis-server" in line for line in rows["redis"]):
