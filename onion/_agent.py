@@ -241,7 +241,7 @@ class Agent(Generic[OutputT]):
         output_type = self.output_type if output_type is None else output_type
         if self.store is not None:
             return await resume_paused(loop, state, output_type, self.store, session)
-        check_trusted(state, state_key(self.state_key))
+        check_trusted(state, state_key(self.state_key), self.name)
         run = await loop.resumed(state, output_type)
         if state.session is None:
             return await loop.run_chain(run)

@@ -88,15 +88,25 @@ async def resume_paused(
     that was decided already (the run ended, or paused again) is a
     `RunStateError`, and the run is left as it was. A run the store never saw
     (paused on an agent without this store) is checked as a state from
-    outside (`check_trusted`) and journaled from here on. Rejections are
-    journaled with the batch, so a crash later never runs a rejected call.
+    outside only when signed with the agent's key (`check_trusted`), and
+    journaled from here on. Decisions are journaled with the batch, so a crash
+    later never runs a rejected call, nor an edited one with the model's
+    arguments.
     """
     agent = loop.agent
     journal = Journal(store, given.run_id, lease=agent.lease)
     try:
         record = await store.claim_run(given.run_id, journal.owner, agent.lease, paused_only=True)
     except RunNotFound:
-        check_trusted(given, state_key(agent.state_key))
+        key = state_key(agent.state_key)
+        if key is None:
+            raise RunStateError(
+                f"run {given.run_id} is not in this agent's store: with a store, resume goes on with the runs the "
+                "store saved (a state from elsewhere could say anything); to take over a run paused on an agent "
+                "without a store, sign its states with the same state_key on both agents "
+                "(Agent(state_key=...) or ONION_STATE_KEY)"
+            ) from None
+        check_trusted(given, key, agent.name)
         run = await loop.resumed(given, output_type)
         run.journal = journal
         await journal.begin(run, session=given.session, session_from=given.session_from)
@@ -115,6 +125,11 @@ async def resume_paused(
         if record.session is not None:
             start = json.loads((await store.journal(run.id))[0])
             run.session, run.session_from = record.session, start.get("session_from", 0)
+        if session is not None and session.session_id != run.session:
+            raise RunStateError(
+                f"run {run.id} is on session {run.session!r}, not {session.session_id!r}: resume it without "
+                "session= (its store keeps which session it is on)"
+            )
     except BaseException:  # not resumed: the run waits as it was
         await asyncio.shield(
             store.release_run(given.run_id, journal.owner, "paused", state=record.state, pending=record.pending)
@@ -132,6 +147,8 @@ async def _resumed(
     for call in state.pending:
         if call.decision == "rejected":
             journal.hold_result(call.id, ToolResult(rejection_text(call.name, call.rejection), is_error=True))
+        else:
+            journal.hold_decision(call.id, call.edited_args if call.decision == "edited" else None)
     if run.session is None:
         return await journaled(loop, run, store, None, journal)
     conversation = store.session(run.session) if session is None else session

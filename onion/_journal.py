@@ -8,7 +8,9 @@ Entries are JSON objects, one per store row, by kind `k`:
   replaced it), the usage and `run.state` after it;
 - `tool`: a tool call about to run (written before the tool runs; its
   arguments are those of the response's request, in the history);
-- `result`: what a tool call answered (after its whole tool stack).
+- `result`: what a tool call answered (after its whole tool stack);
+- `decided`: a paused call a person approved (`args`: their edit, or null),
+  so a crash later runs it as they decided, without asking again.
 
 A model entry is held back and written with the next write (a tool
 starting, a result, the run's end), so a step costs one round trip.
@@ -178,6 +180,10 @@ class Journal:
         """Record a result that no tool produced, with the next write."""
         self._held.append(_dumps(_result_entry(call_id, result)))
 
+    def hold_decision(self, call_id: str, edited_args: dict[str, Any] | None) -> None:
+        """Record, with the next write, that a person approved `call_id` (with `edited_args`, if they edited it)."""
+        self._held.append(_dumps({"k": "decided", "id": call_id, "args": edited_args}))
+
     async def end(
         self, status: RunStatus, *, state: str | None = None, pending: int = 0, turn: SessionTurn | None = None
     ) -> None:
@@ -328,6 +334,8 @@ class Replay:
     """Recorded results of the unanswered calls, by call id."""
     started: set[str] = field(default_factory=set)
     """Unanswered calls that started (so may have run)."""
+    decided: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    """Unanswered calls a person approved after a pause: their edited arguments, or None (as the model asked)."""
 
     @property
     def completed(self) -> bool:
@@ -357,8 +365,9 @@ def pending_batch(replayed: Replay, tools: Mapping[str, Tool], journal: Journal)
             journal.hold_result(request.id, interrupted)
             settled[request.id] = Message.tool(request.id, interrupted.content, True)
         else:
-            requests.append(request)
-    return Pending(settled, requests)
+            edited = replayed.decided.get(request.id)
+            requests.append(request if edited is None else ToolRequest(request.id, request.name, dict(edited)))
+    return Pending(settled, requests, approved=bool(replayed.decided))
 
 
 def replay(run_id: str, entries: list[str]) -> Replay:
@@ -403,7 +412,9 @@ def _apply(run: Replay, entry: dict[str, Any]) -> None:
         run.usage.add(Usage(**entry["usage"]))
         run.state = entry["state"]
         run.unanswered = list(response.tool_calls)
-        run.results, run.started = {}, set()
+        run.results, run.started, run.decided = {}, set(), {}
+    elif kind == "decided":
+        run.decided[entry["id"]] = entry["args"]
     elif kind == "tool":
         run.started.add(entry["id"])
     elif kind == "result":

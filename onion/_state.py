@@ -293,10 +293,11 @@ def signature(state: RunState, key: bytes) -> str:
     return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
 
 
-def check_trusted(state: RunState, key: bytes | None) -> None:
-    """Raise `RunStateError` unless `state`, come from outside with no store to hold it against, can be believed.
+def check_trusted(state: RunState, key: bytes | None, agent: str) -> None:
+    """Raise `RunStateError` unless `state`, come from outside with no store to hold it against, can be believed
+    by agent `agent`.
 
-    With `key`, its signature must be intact. Without, what can be checked is:
+    With `key`, its signature must be intact and name that agent. Without, what can be checked is:
     its pending calls are the calls the model asked for (names and arguments),
     steps and usage are not negative.
     """
@@ -310,6 +311,11 @@ def check_trusted(state: RunState, key: bytes | None) -> None:
             raise RunStateError(
                 f"run {state.run_id}: the state's signature does not match: it was altered after it was saved "
                 "(only decisions may change), or signed with another state_key"
+            )
+        if state.agent != agent:
+            raise RunStateError(
+                f"run {state.run_id} was paused by agent {state.agent!r}, not {agent!r}: a signed state resumes on "
+                "the agent that paused it (give agents that share a key their own names)"
             )
     asked = {r.id: r for r in _last_calls(state)}
     for call in state.pending:

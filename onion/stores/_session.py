@@ -140,7 +140,7 @@ class Session:
         try:
             yield owner
         except BaseException:
-            await asyncio.shield(self._let_go(renewing, owner))
+            await self._let_go(renewing, owner)
             raise
         await committed(self._let_go(renewing, owner))  # the work inside is done: a late cancel stops nothing
 

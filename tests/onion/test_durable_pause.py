@@ -109,13 +109,19 @@ async def test_a_crash_after_the_resume_never_runs_a_rejected_call() -> None:
 
 
 async def test_a_state_paused_without_a_store_is_journaled_when_resumed_with_one() -> None:
-    """A RunState from an agent without a store resumes on one with a store: journaled from there on."""
+    """A RunState signed by an agent without a store resumes on one with a store (and the same key): journaled
+    from there on. Unsigned, the store has no run to go on with and refuses it."""
     tools, paid = tools_and_log()
-    paused = await Agent(FunctionModel(answer_with_tool_texts), tools=tools).use(approve("pay")).run("pay both")
+    key = b"shared by both agents"
+    pausing = Agent(FunctionModel(answer_with_tool_texts), tools=tools, state_key=key).use(approve("pay"))
+    paused = await pausing.run("pay both")
     state = paused.to_state()
     state.approve_all()
     store = MemoryStore()
-    done = await Agent(FunctionModel(answer_with_tool_texts), tools=tools, store=store).resume(state)
+    with pytest.raises(RunStateError, match="not in this agent's store"):
+        await Agent(FunctionModel(answer_with_tool_texts), tools=tools, store=store).resume(state)
+    assert paid == []
+    done = await Agent(FunctionModel(answer_with_tool_texts), tools=tools, store=store, state_key=key).resume(state)
     assert done.output == "paid 1 / paid 2" and paid == [1, 2]
     record = await store.run_record(paused.run_id)
     assert record is not None and record.status == "completed"

@@ -52,7 +52,7 @@ def mutate(data: dict[str, Any], rng: random.Random) -> dict[str, Any]:
         aimed = rng.random() < 0.4
         if aimed:
             call = rng.choice(data["pending"]) if data.get("pending") and isinstance(data["pending"], list) else None
-            choice = rng.randrange(6)
+            choice = rng.randrange(7)
             if choice == 0 and isinstance(call, dict):
                 call["args"] = {"to": "mallory", "amount": 5000}
             elif choice == 1 and isinstance(call, dict):
@@ -66,6 +66,8 @@ def mutate(data: dict[str, Any], rng: random.Random) -> dict[str, Any]:
             elif choice == 5 and isinstance(call, dict):
                 call["decision"] = rng.choice(["approved", "rejected", "edited", None, "maybe"])
                 call["edited_args"] = rng.choice([None, {"to": "bob", "amount": 1}, {"amount": "lots"}, []])
+            elif choice == 6 and isinstance(call, dict) and isinstance(data.get("messages"), list):
+                forge_everywhere(data, call)  # a consistent forgery, under a run id no store saw
             continue
         where = rng.choice(paths(data))
         parent: Any = data
@@ -81,6 +83,17 @@ def mutate(data: dict[str, Any], rng: random.Random) -> dict[str, Any]:
         else:
             parent[last] = copy.deepcopy(rng.choice(ODD_VALUES))
     return data
+
+
+def forge_everywhere(data: dict[str, Any], call: dict[str, Any]) -> None:
+    """Pending call and history changed together, under a new run id: only a store or a key can tell."""
+    data["run_id"] = f"run-forged-{random.getrandbits(32)}"
+    call["args"] = {"to": "mallory", "amount": 5000}
+    last = data["messages"][-1] if data["messages"] else None
+    requests = last.get("tool_calls") if isinstance(last, dict) else None
+    for request in requests if isinstance(requests, list) else []:
+        if isinstance(request, dict) and request.get("id") == call.get("id"):
+            request["args"] = call["args"]
 
 
 def decided(data: dict[str, Any]) -> dict[str, Any]:

@@ -352,3 +352,93 @@ async def test_a_run_recovered_after_its_worker_died_keeps_its_place_on_the_sess
     kept = [m.text for m in await store.session("s").messages() if m.role in ("user", "assistant") and m.text]
     assert kept == ["first", "answer to first", "second", "answer to second"]
     assert seen[-1] == ["first", "second"]
+
+
+# -- what a hostile review found after the first round -------------------------------------------------
+
+
+async def test_with_a_store_a_forged_state_under_a_new_run_id_is_refused() -> None:
+    """A consistent forgery with a run id the store never saw is not adopted: the store has no run to go on with."""
+    store = MemoryStore()
+    send_money, sent = bank()
+    agent = Agent(FunctionModel(asks_to_pay_alice), tools=[send_money], store=store).use(approve("send_money"))
+    state = await paused_state(agent)
+
+    def elsewhere(data: dict[str, Any]) -> None:
+        pay_mallory_everywhere(data)
+        data["run_id"], data["session"] = "run-forged", "victim"
+
+    with pytest.raises(RunStateError, match="not in this agent's store"):
+        await agent.resume(forged(state, elsewhere))
+    assert sent == [] and await store.session("victim").messages() == []
+
+
+async def test_a_signed_state_resumes_only_on_the_agent_that_paused_it() -> None:
+    """Two agents sharing a key: a state one paused is refused by the other."""
+    send_money, sent = bank()
+    drafts = Agent(FunctionModel(asks_to_pay_alice), tools=[send_money], name="drafts", state_key=b"k")
+    payments = Agent(FunctionModel(asks_to_pay_alice), tools=[send_money], name="payments", state_key=b"k")
+    state = await paused_state(drafts.use(approve("send_money")))
+    state.approve_all()
+    with pytest.raises(RunStateError, match="paused by agent 'drafts'"):
+        await payments.resume(state)
+    assert sent == []
+
+
+async def test_resuming_with_a_store_on_another_session_is_refused() -> None:
+    """session= naming another session than the one the store keeps for the run: refused, nothing appended."""
+    store = MemoryStore()
+    send_money, sent = bank()
+    agent = Agent(FunctionModel(asks_to_pay_alice), tools=[send_money], store=store).use(approve("send_money"))
+    paused = await agent.run("pay alice", session="mine")
+    state = paused.to_state()
+    state.approve_all()
+    with pytest.raises(RunStateError, match="on session 'mine'"):
+        await agent.resume(state, session=store.session("theirs"))
+    assert sent == [] and await store.session("theirs").messages() == []
+    assert (await agent.resume(await agent_state(store, paused.run_id))).output == "done: sent 5 to alice"
+
+
+async def agent_state(store: MemoryStore, run_id: str) -> RunState:
+    state = await store.load(run_id)
+    state.approve_all()
+    return state
+
+
+class Crash(BaseException):
+    """The worker dies."""
+
+
+async def test_a_crash_after_the_resume_runs_an_edited_call_as_the_person_edited_it() -> None:
+    """Edits are journaled with the batch: an edited call that never started runs on recovery with the edit,
+    approved (it does not pause again)."""
+    store = MemoryStore()
+    send_money, sent = bank()
+
+    def pays_two(call: ModelCall) -> Any:
+        if call.messages[-1].role == "user":
+            return [
+                ToolRequest("c1", "send_money", {"to": "alice", "amount": 5}),
+                ToolRequest("c2", "send_money", {"to": "bob", "amount": 7}),
+            ]
+        return "done: " + " / ".join(m.text for m in call.messages if m.role == "tool")
+
+    async def crash_after_the_first(call: Any, call_next: Any) -> Any:
+        result = await call_next(call)
+        if call.approved and call.id == "c1":
+            raise Crash
+        return result
+
+    def agent(*more: Any) -> Agent[Any]:
+        built = Agent(FunctionModel(pays_two), tools=[send_money], store=store, parallel_tools=False)
+        return built.use(approve("send_money"), *more)
+
+    paused = await agent().run("pay both")
+    state = await store.load(paused.run_id)
+    state.edit("c1", {"to": "alice", "amount": 4})
+    state.edit("c2", {"to": "bob", "amount": 6})
+    with pytest.raises(Crash):
+        await agent(crash_after_the_first).resume(state)
+    assert sent == [("alice", 4)]
+    done = await agent().recover(paused.run_id)
+    assert not done.paused and sent == [("alice", 4), ("bob", 6)], (done.status, sent)
