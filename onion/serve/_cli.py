@@ -42,9 +42,7 @@ def load_agent(spec: str, *, command: str = "serve") -> Agent[Any]:
         raise SystemExit(f"{command} {spec!r}: cannot import {module_name!r} ({error})") from None
     agent = getattr(module, attribute, None)
     if not isinstance(agent, Agent):
-        raise SystemExit(
-            f"{command} {spec!r}: {module_name}.{attribute} is {type(agent).__name__}, not an onion Agent"
-        )
+        raise SystemExit(f"{command} {spec!r}: {module_name}.{attribute} is {type(agent).__name__}, not an onion Agent")
     return agent
 
 
