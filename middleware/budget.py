@@ -5,48 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from onion import Handler, ModelCall, ModelResponse, OnionError, Run, Usage
-
-PRICES: dict[str, tuple[float, float]] = {
-    "claude-opus-4-5": (5.0, 25.0),
-    "claude-opus-4-6": (5.0, 25.0),
-    "claude-opus-4-7": (5.0, 25.0),
-    "claude-opus-4-1": (15.0, 75.0),
-    "claude-opus-4": (15.0, 75.0),
-    "claude-sonnet-4": (3.0, 15.0),
-    "claude-3-7-sonnet": (3.0, 15.0),
-    "claude-3-5-sonnet": (3.0, 15.0),
-    "claude-haiku-4-5": (1.0, 5.0),
-    "claude-3-5-haiku": (0.8, 4.0),
-    "claude-3-haiku": (0.25, 1.25),
-    "gpt-5": (1.25, 10.0),
-    "gpt-5-mini": (0.25, 2.0),
-    "gpt-5-nano": (0.05, 0.4),
-    "gpt-4.1": (2.0, 8.0),
-    "gpt-4.1-mini": (0.4, 1.6),
-    "gpt-4.1-nano": (0.1, 0.4),
-    "gpt-4o": (2.5, 10.0),
-    "gpt-4o-mini": (0.15, 0.6),
-    "o3": (2.0, 8.0),
-    "o3-mini": (1.1, 4.4),
-    "o4-mini": (1.1, 4.4),
-}
-"""USD per million (input, output) tokens, by model name prefix (list prices; check yours, override with `prices=`)."""
-
-CACHE_RATES: dict[str, tuple[float, float]] = {
-    "claude": (0.1, 1.25),
-    "gpt-5": (0.1, 1.0),
-    "gpt-4.1": (0.25, 1.0),
-    "gpt-4o": (0.5, 1.0),
-    "o3": (0.25, 1.0),
-    "o3-mini": (0.5, 1.0),
-    "o4-mini": (0.25, 1.0),
-}
-"""Prompt-cache (read, write) prices as multiples of the input price, by model name prefix.
-
-Anthropic bills a cache read at a tenth of the input price and a write (5-minute
-TTL) at 1.25 times it; OpenAI caches for free and bills reads at a discount that
-depends on the model. A model matching none pays the input price for both.
-"""
+from onion.prices import CACHE_RATES as CACHE_RATES
+from onion.prices import PRICES
+from onion.prices import cost as _cost
+from onion.prices import rates as _rates
 
 
 class BudgetExceeded(OnionError):
@@ -144,24 +106,9 @@ class budget:
         return rates[0], rates[1]
 
     def rates(self, model: str) -> tuple[float, float, float, float]:
-        """USD per million (input, output, cache read, cache write) tokens for `model`."""
-        name = model.rpartition(":")[2]
-        matches = [prefix for prefix in self.prices if name.startswith(prefix)]
-        if not matches:
-            raise OnionError(f"budget: no price for model {model!r}; pass budget(prices={{{name!r}: (input, output)}})")
-        price = self.prices[max(matches, key=len)]
-        if len(price) == 4:
-            return price[0], price[1], price[2], price[3]
-        if len(price) != 2:
-            raise OnionError(f"budget: the price of {model!r} must be (input, output) or 4 values, not {price!r}")
-        cached = [prefix for prefix in CACHE_RATES if name.startswith(prefix)]
-        read, write = CACHE_RATES[max(cached, key=len)] if cached else (1.0, 1.0)
-        return price[0], price[1], price[0] * read, price[0] * write
+        """USD per million (input, output, cache read, cache write) tokens for `model` (`onion.prices.rates`)."""
+        return _rates(model, self.prices)
 
     def cost(self, model: str, usage: Usage) -> float:
         """The cost in USD of `usage` on `model`: uncached input, cache reads and writes, output."""
-        input_price, output_price, read_price, write_price = self.rates(model)
-        read, written = usage.cached_input_tokens, usage.cache_write_tokens
-        uncached = max(usage.input_tokens - read - written, 0)
-        total = uncached * input_price + read * read_price + written * write_price + usage.output_tokens * output_price
-        return total / 1_000_000
+        return _cost(model, usage, self.prices)

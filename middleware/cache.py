@@ -10,9 +10,8 @@ import time
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
-from onion import Handler, ModelCall, ModelResponse, ToolCall, ToolResult
+from onion import Handler, ModelCall, ModelResponse, ToolCall, ToolResult, stores
 from onion.stores import CacheStore
-from onion.stores._memory_cache import MemoryCache
 
 from ._cache_entries import (
     credential_hash,
@@ -30,7 +29,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
-class MemoryStore(MemoryCache):
+class MemoryCache(stores.MemoryCache):
     """A bounded in-memory LRU (the default): the least recently used entry goes first.
 
     `clock` (seconds, default `time.monotonic`) decides TTLs; tests pass a
@@ -41,7 +40,7 @@ class MemoryStore(MemoryCache):
         return len(self._cache)
 
 
-class SQLiteStore:
+class SQLiteCache:
     """A SQLite file shared by every process on this machine; survives restarts.
 
     Queries run in a worker thread, so a lock held by another process (up
@@ -62,7 +61,7 @@ class SQLiteStore:
         import sqlite3
 
         if not table.isidentifier():
-            raise ValueError(f"SQLiteStore: table name {table!r} must be an identifier")
+            raise ValueError(f"SQLiteCache: table name {table!r} must be an identifier")
         self.path, self.table, self.clock = str(path), table, clock
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=busy_timeout)
@@ -104,9 +103,9 @@ class SQLiteStore:
             self._db.close()
 
     def __repr__(self) -> str:
-        return f"<SQLiteStore {self.path!r} table={self.table}>"
+        return f"<SQLiteCache {self.path!r} table={self.table}>"
 
-    def __enter__(self) -> SQLiteStore:
+    def __enter__(self) -> SQLiteCache:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -147,7 +146,7 @@ class cache:
     kept apart per value, and returning `None` leaves that call uncached.
     Each call counts into `run.state["cache"]` (`{"hits": n, "misses": m}`)
     and into the layer's `hits` / `misses`. `store` defaults to a
-    `MemoryStore`; `SQLiteStore(path)` persists across processes.
+    `MemoryCache`; `SQLiteCache(path)` persists across processes.
     """
 
     __slots__ = ("_failing", "_reported", "hits", "key", "misses", "namespace", "store", "tools", "ttl", "wrap_only")
@@ -167,7 +166,7 @@ class cache:
             raise TypeError(f"cache: key must be a function of the call (or None), got {key!r}")
         self.ttl, self.namespace, self.tools, self.key = ttl, namespace, tools, key
         self.wrap_only = ("model", "tool") if tools else ("model",)
-        self.store: CacheStore = store if store is not None else MemoryStore()
+        self.store: CacheStore = store if store is not None else MemoryCache()
         self.hits = self.misses = 0
         self._reported: set[str] = set()
         self._failing = False
@@ -253,10 +252,17 @@ class cache:
             counts["misses"] += 1
 
 
+MemoryStore = MemoryCache
+"""The name `MemoryCache` had before it was told apart from `onion.stores.MemoryStore` (which keeps runs too)."""
+SQLiteStore = SQLiteCache
+"""The name `SQLiteCache` had before it was told apart from `onion.stores.SQLiteStore` (which keeps runs too)."""
+
 __all__ = [
     "CacheStore",
     "KeyFunction",
+    "MemoryCache",
     "MemoryStore",
+    "SQLiteCache",
     "SQLiteStore",
     "cache",
     "credential_hash",

@@ -10,8 +10,7 @@ from typing import Any
 
 from onion import Handler, ModelCall, ModelResponse
 from onion.errors import RateLimitedError
-from onion.stores import RateStore
-from onion.stores._buckets import MemoryRateStore
+from onion.stores import MemoryRateStore, RateStore
 from onion.tracing import waited
 
 from . import _tokens

@@ -22,9 +22,10 @@ from onion import (
     ToolRequest,
     ToolResult,
 )
+from onion.scrub import rewrite_strings
 
 from ._message_memo import MessageMemo
-from .patterns import BUILTIN, luhn_valid, open_match_start, rewrite_strings, scrub
+from .patterns import BUILTIN, luhn_valid, open_match_start, scrub
 
 __all__ = ["RedactedStream", "luhn_valid", "redact"]
 

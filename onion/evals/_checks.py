@@ -224,9 +224,9 @@ class usage_under(_Named):
             "requests": usage.requests,
         }
         if self.bounds["cost"] is not None:
-            from middleware.budget import budget  # priced as the budget layer prices it
+            from ..prices import PRICES, cost  # priced as the budget layer prices it
 
-            spent["cost"] = budget(max_cost=self.bounds["cost"], prices=self.prices).cost(trajectory.model, usage)
+            spent["cost"] = cost(trajectory.model, usage, {**PRICES, **(self.prices or {})})
         over = [
             f"{key} {spent[key]:g} > {bound:g}"
             for key, bound in self.bounds.items()

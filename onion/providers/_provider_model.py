@@ -282,7 +282,7 @@ class ProviderModel(ABC):
 
 def _start(raw: Any, limit: int = 200) -> str:
     """The first `limit` characters of a response as JSON, secrets redacted, for error messages."""
-    from middleware.patterns import scrub
+    from ..scrub import scrub
 
     try:
         text = raw.to_json(indent=None) if hasattr(raw, "to_json") else repr(raw)

@@ -11,7 +11,9 @@ protocols in `onion.stores` (`RunStore`, `SessionStore`, `CacheStore`,
 
 from __future__ import annotations
 
+from ._buckets import MemoryRateStore
 from ._memory import MemoryStore
+from ._memory_cache import MemoryCache
 from ._protocols import (
     CacheStore,
     RateStore,
@@ -29,6 +31,8 @@ from ._sqlite import SQLiteStore
 
 __all__ = [
     "CacheStore",
+    "MemoryCache",
+    "MemoryRateStore",
     "MemoryStore",
     "RateStore",
     "RedisStore",

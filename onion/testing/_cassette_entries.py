@@ -33,7 +33,7 @@ _PROVIDER_NAMES = {class_name: provider for provider, (_, class_name) in reverse
 
 def scrubbed(value: Any) -> Any:
     """`value` (JSON-like data) with every secret replaced by `[REDACTED]` (see the module's docstring)."""
-    from middleware.patterns import SECRETS, scrub_value  # the core does not import middleware at import time
+    from ..scrub import SECRETS, scrub_value
 
     return scrub_value(value, SECRETS, REDACTED)
 

@@ -83,7 +83,7 @@ def produced(call: ModelCall) -> Usage:
 
 
 def error_text(error: BaseException) -> str:
-    from middleware.patterns import scrub
+    from ..scrub import scrub
 
     text = scrub(f"{type(error).__name__}: {error}")
     return text if len(text) <= MAX_ERROR else text[: MAX_ERROR - 3] + "..."
@@ -111,7 +111,7 @@ def label(span: Span, number: int | None = None, real_values: bool = False) -> s
 
 def arguments(args: dict[str, Any], limit: int = 60) -> str:
     """A tool call's arguments as `a=1, city='Paris'`, scrubbed of secrets, cut at `limit` characters."""
-    from middleware.patterns import scrub_value
+    from ..scrub import scrub_value
 
     text = ", ".join(f"{key}={value!r}" for key, value in scrub_value(args).items())
     return text if len(text) <= limit else text[: limit - 3] + "..."

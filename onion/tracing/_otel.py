@@ -65,7 +65,7 @@ def instrument(
         from opentelemetry import metrics, trace
     except ImportError as error:
         raise ImportError("onion.tracing.instrument() needs opentelemetry-api: pip install 'onion[otel]'") from error
-    from middleware.patterns import BUILTIN
+    from ..scrub import BUILTIN
 
     tracer = trace.get_tracer("onion", tracer_provider=tracer_provider)
     meter = metrics.get_meter("onion", meter_provider=meter_provider)
@@ -274,12 +274,12 @@ class OpenTelemetry:
         return self._json([_message(m) for m in messages])
 
     def _json(self, value: Any) -> str:
-        from middleware.patterns import scrub_value
+        from ..scrub import scrub_value
 
         return json.dumps(scrub_value(value, self.patterns), ensure_ascii=False, default=repr)
 
     def _scrubbed(self, text: str) -> str:
-        from middleware.patterns import scrub
+        from ..scrub import scrub
 
         return scrub(text, self.patterns)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("onion", "middleware")
-APPS = {"onion.__main__", "onion._demo", "onion._runs_cli"}
-"""Programs built on both packages: they may import middleware."""
+APPS = ("onion.__main__", "onion._demo", "onion._runs_cli", "onion.serve")
+"""Programs built on both packages (and their modules): they may import middleware."""
 
 
 def modules() -> dict[str, Path]:
@@ -113,6 +113,30 @@ def test_no_module_imports_one_above_it_type_checking_imports_included() -> None
     """The top-level and TYPE_CHECKING imports of onion and middleware form floors: no circle of any size."""
     edges = {name: {module for module, where in found if where == "top"} for name, found in graph().items()}
     assert circles(edges) == []
+
+
+def test_only_the_apps_import_middleware() -> None:
+    """The core (and its subpackages) never import middleware, not even inside a function."""
+    offenders = sorted(
+        f"{name} imports {module}"
+        for name, found in graph().items()
+        if name.startswith("onion") and not any(name == app or name.startswith(f"{app}.") for app in APPS)
+        for module, _ in found
+        if module.split(".")[0] == "middleware"
+    )
+    assert offenders == []
+
+
+def test_middleware_imports_only_public_onion_names() -> None:
+    """middleware names onion's public modules only (`onion`, `onion.stores`, `onion.errors`, ...)."""
+    offenders = sorted(
+        f"{name} imports {module}"
+        for name, found in graph().items()
+        if name.startswith("middleware")
+        for module, _ in found
+        if module.startswith("onion") and any(part.startswith("_") for part in module.split("."))
+    )
+    assert offenders == []
 
 
 def test_the_rule_catches_a_circle() -> None:
