@@ -187,12 +187,15 @@ class Agent(Generic[OutputT]):
         Nothing recorded is asked or run again; a call that started with no result recorded is answered as
         interrupted (an idempotent tool's runs again). `RunBusy`: another worker holds it, or it ended.
         """
+        return await self._recover(run_id, output_type, None)
+
+    async def _recover(self, run_id: str, output_type: Any, emit: Callable[[Event], None] | None) -> RunResult[Any]:
         if self.store is None:
             raise ValueError(
                 f"{self.name}: resuming run {run_id!r} needs the store it was journaled in: Agent(store=...)"
             )
         output_type = self.output_type if output_type is None else output_type
-        return await recover(self._compiled(), self.store, run_id, output_type)
+        return await recover(self._compiled(), self.store, run_id, output_type, emit)
 
     @overload
     def run_sync(
@@ -231,18 +234,24 @@ class Agent(Generic[OutputT]):
         the agent signs, and fit together. A run paused on a session of a store
         this agent lacks needs that `session`. See docs/durable.md.
         """
+        return await self._resume(state, output_type, session, None)
+
+    async def _resume(
+        self, state: Paused, output_type: Any, session: Where, emit: Callable[[Event], None] | None
+    ) -> RunResult[Any]:
         if isinstance(state, str):
             if state.lstrip().startswith("{"):
                 raise TypeError("resume() takes a RunState or a run id: load JSON text with RunState.from_json(text)")
-            return await self.recover(state, output_type=output_type)
+            return await self._recover(state, output_type, emit)
         loop = self._compiled()
         if not isinstance(state, RunState):
             raise TypeError(f"resume() takes a RunState (RunState.from_json(text)), not {type(state).__name__}")
         output_type = self.output_type if output_type is None else output_type
         if self.store is not None:
-            return await resume_paused(loop, state, output_type, self.store, session)
+            return await resume_paused(loop, state, output_type, self.store, session, emit)
         check_trusted(state, state_key(self.state_key), self.name)
         run = await loop.resumed(state, output_type)
+        run.emit = emit
         if state.session is None:
             return await loop.run_chain(run)
         return await resume_in_session(loop, run, session)
@@ -272,6 +281,18 @@ class Agent(Generic[OutputT]):
             return await (loop.run_chain(run) if self.store is None else journaled(loop, run, self.store))
 
         events = streamed(produce)
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()
+
+    async def resume_stream(
+        self, state: Paused, *, output_type: Any = None, session: Where = None
+    ) -> AsyncIterator[Event]:
+        """Resume (as `resume`: a decided `RunState`, or a run id to recover), yielding its events as they
+        happen, `RunFinished` or `RunPaused` last. Leaving early cancels the run."""
+        events = streamed(lambda emit: self._resume(state, output_type, session, emit))
         try:
             async for event in events:
                 yield event

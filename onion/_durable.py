@@ -21,6 +21,9 @@ from ._state import RunState, already_decided, check_trusted, rejection_text, st
 from .errors import OnionError, RunBusy, RunNotFound, RunStateError, StoreUnavailable
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ._events import Event
     from ._loop import Loop
     from ._tools import Tool
     from .stores import Session, Store
@@ -79,7 +82,12 @@ async def journaled(
 
 
 async def resume_paused(
-    loop: Loop, given: RunState, output_type: Any, store: Store, session: Session | None
+    loop: Loop,
+    given: RunState,
+    output_type: Any,
+    store: Store,
+    session: Session | None,
+    emit: Callable[[Event], None] | None = None,
 ) -> RunResult[Any]:
     """Go on with the paused run `given` decides, as the one worker holding it in `store`.
 
@@ -108,7 +116,7 @@ async def resume_paused(
             ) from None
         check_trusted(given, key, agent.name)
         run = await loop.resumed(given, output_type)
-        run.journal = journal
+        run.emit, run.journal = emit, journal
         await journal.begin(run, session=given.session, session_from=given.session_from)
         for message in given.answered:
             content = message.text if message.content is None else message.content
@@ -122,6 +130,7 @@ async def resume_paused(
         saved = RunState.from_json(record.state or "")
         take_decisions(saved, given)
         run = await loop.resumed(saved, output_type)
+        run.emit = emit
         if record.session is not None:
             start = json.loads((await store.journal(run.id))[0])
             run.session, run.session_from = record.session, start.get("session_from", 0)
@@ -174,7 +183,9 @@ async def _let_go(journal: Journal) -> None:
         await journal.end("failed")
 
 
-async def recover(loop: Loop, store: Store, run_id: str, output_type: Any) -> RunResult[Any]:
+async def recover(
+    loop: Loop, store: Store, run_id: str, output_type: Any, emit: Callable[[Event], None] | None = None
+) -> RunResult[Any]:
     """Claim `run_id`, rebuild it from its journal, finish it (its final answer validated as `output_type`).
 
     Raises `RunBusy` when another worker holds it (or it has ended),
@@ -200,7 +211,7 @@ async def recover(loop: Loop, store: Store, run_id: str, output_type: Any) -> Ru
         raise
     run = Run(agent, replayed.messages, replayed.messages, replayed.state, output_type)
     run.id, run.steps, run.usage = run_id, replayed.steps, replayed.usage
-    run.session = replayed.session
+    run.session, run.emit = replayed.session, emit
     journal.mark(run.messages)
     if replayed.unanswered or replayed.completed:
         run._pending = pending_batch(replayed, tools, journal)

@@ -442,3 +442,44 @@ async def test_a_crash_after_the_resume_runs_an_edited_call_as_the_person_edited
     assert sent == [("alice", 4)]
     done = await agent().recover(paused.run_id)
     assert not done.paused and sent == [("alice", 4), ("bob", 6)], (done.status, sent)
+
+
+# -- streaming a resume (issue 22, item 11) -------------------------------------------------------------
+
+
+async def test_a_resumed_run_streams_its_events_and_ends_in_run_finished() -> None:
+    """resume_stream(state) yields the same events a stream does: the tool's events, then RunFinished."""
+    from onion import RunFinished, RunPaused, ToolResultEvent
+
+    for store in (None, MemoryStore()):
+        send_money, sent = bank()
+        agent = Agent(FunctionModel(asks_to_pay_alice), tools=[send_money], store=store).use(approve("send_money"))
+        events = [event async for event in agent.stream("pay alice")]
+        assert isinstance(events[-1], RunPaused)
+        state = events[-1].state
+        state.approve_all()
+        resumed = [event async for event in agent.resume_stream(state)]
+        assert [e.result.content for e in resumed if isinstance(e, ToolResultEvent)] == ["sent 5 to alice"]
+        assert isinstance(resumed[-1], RunFinished) and not isinstance(resumed[-1], RunPaused)
+        assert resumed[-1].result.output == "done: sent 5 to alice" and sent == [("alice", 5)]
+
+
+async def test_a_resumed_run_that_pauses_again_streams_to_run_paused_and_a_run_id_recovers() -> None:
+    """A resume that pauses again ends in RunPaused with its new state; a run id recovers, streamed."""
+    from onion import RunFinished, RunPaused
+
+    store = MemoryStore()
+    send_money, sent = bank()
+    agent = Agent(FunctionModel(pays_twice), tools=[send_money], store=store).use(approve("send_money"))
+    state = await paused_state(agent)
+    state.approve_all()
+    again = [event async for event in agent.resume_stream(state)]
+    assert isinstance(again[-1], RunPaused) and [c.id for c in again[-1].state.pending] == ["c2"]
+    with pytest.raises(RunStateError, match="already decided"):
+        [event async for event in agent.resume_stream(state)]
+    second = await store.load(again[-1].result.run_id)
+    second.reject("c2", reason="no")
+    with pytest.raises(RunStateError, match="paused"):
+        [event async for event in agent.resume_stream(second.run_id)]
+    done = [event async for event in agent.resume_stream(second)]
+    assert isinstance(done[-1], RunFinished) and done[-1].result.output == "both paid" and sent == [("alice", 5)]
