@@ -58,7 +58,7 @@ agent = Agent(FunctionModel(clerk, name="clerk"), name="support", tools=[lookup,
 class Support:
     @workflow.run
     async def run(self, question: str) -> str:
-        return (await onion.temporal.run(agent, question)).output  # waits durably on each approval
+        return (await agent.run(question)).output  # inside a workflow: waits durably on each approval
 
 
 async def serve_worker(address: str, queue: str) -> None:

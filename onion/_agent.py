@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequen
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from . import _chains
+from ._boundary import BOUNDARY
 from ._calls import Model, OutputT, Run, RunResult
 from ._durable import journaled, recover, resume_paused
 from ._events import Event
@@ -175,11 +176,15 @@ class Agent(Generic[OutputT]):
         loop = self._compiled()
         output_type = self.output_type if output_type is None else output_type
         if session is not None:
-            return await run_in_session(loop, input, state, output_type, session_of(self, session), None)
-        run = Run(self, input, first_messages(self, input), state, output_type)
-        if self.store is None:
-            return await loop.run_chain(run)
-        return await journaled(loop, run, self.store)
+            result = await run_in_session(loop, input, state, output_type, session_of(self, session), None)
+        else:
+            run = Run(self, input, first_messages(self, input), state, output_type)
+            result = await (loop.run_chain(run) if self.store is None else journaled(loop, run, self.store))
+        wait = getattr(BOUNDARY.get(), "paused", None) if result.paused else None
+        if wait is not None:  # a durable engine (onion.temporal) waits for the decisions in place
+            resumed: RunResult[Any] = await wait(self, result)
+            return resumed
+        return result
 
     async def recover(self, run_id: str, *, output_type: Any = None) -> RunResult[Any]:
         """Go on with the journaled run `run_id` from `agent.store` (its worker died, or it failed).

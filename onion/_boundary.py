@@ -2,7 +2,10 @@
 
 `BOUNDARY` is read once per model call, after every model layer, and once
 per tool call, right before the tool runs; `None` (the default) leaves the
-model and the tools as they are.
+model and the tools as they are. A boundary with an async
+`paused(agent, result)` (`onion.temporal` inside a workflow) is handed a run
+that `agent.run` paused, and returns the run gone on to its end: the
+decisions are waited for in place.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ PENDING = "onion.pending"
 DECIDE = "onion.decide"
 
 
-class _Decisions:
+class Decisions:
     """The pending calls of the paused batch and the decisions received for them so far."""
 
     def __init__(self) -> None:
@@ -59,11 +59,23 @@ class _Decisions:
 
 
 async def run(agent: Agent[OutputT], input: Any, **options: Any) -> RunResult[OutputT]:
-    """`agent.run(input, **options)` in workflow code, waiting durably for each pause's decisions; never paused."""
-    decisions = _Decisions()
+    """`agent.run(input, **options)` in workflow code: since `agent.run` itself waits for a pause's decisions
+    inside a workflow, this is the same call (kept for code written against it)."""
+    result: RunResult[OutputT] = await agent.run(input, **options)
+    return result
+
+
+def listen() -> Decisions:
+    """Answer `pending` (a query) and `decide` (an update) in this workflow, from its start: `[]` before a pause."""
+    decisions = Decisions()
     workflow.set_query_handler(PENDING, decisions.pending)
     workflow.set_update_handler(DECIDE, decisions.take, validator=decisions.check)
-    result: RunResult[OutputT] = await agent.run(input, **options)
+    return decisions
+
+
+async def wait_for_decisions(agent: Agent[Any], result: RunResult[Any], decisions: Decisions) -> RunResult[Any]:
+    """Wait durably for the decisions of the paused `result` (`decide`), resume in the workflow, and again at
+    each pause, until the run ends: what `agent.run` returns inside a workflow."""
     while result.paused:
         decisions.calls, decisions.decided = result.pending, {}
         await workflow.wait_condition(decisions.done)

@@ -17,6 +17,7 @@ from temporalio.exceptions import ActivityError, TimeoutError
 
 from .._calls import ModelCall, ModelResponse, ToolCall, ToolResult
 from ._activities import model_activity_name, tool_activity_name
+from ._approvals import listen, wait_for_decisions
 from ._determinism import refuse_nondeterministic
 from ._options import ActivityOptions
 from ._wire import call_data, model_error_from, response_from, result_from
@@ -55,6 +56,12 @@ class WorkflowBoundary:
         self.options = options
         self.tools = tools
         """The tools that have an activity, by agent name."""
+        self.decisions = listen()
+        """The pause's calls and the decisions `decide` sent (`pending` answers from them)."""
+
+    async def paused(self, agent: Any, result: Any) -> Any:
+        """A run paused in the workflow waits here for its decisions (`onion.temporal.decide`), then goes on."""
+        return await wait_for_decisions(agent, result, self.decisions)
 
     def model(self, call: ModelCall) -> ActivityModel:
         refuse_nondeterministic(call.run.agent)

@@ -11,7 +11,6 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-import onion.temporal
 from middleware import approve
 from onion import Agent, ModelCall, tool
 from onion.providers.anthropic import AnthropicModel
@@ -149,4 +148,4 @@ class Pay:
 
     @workflow.run
     async def run(self, question: str) -> str:
-        return (await onion.temporal.run(cash, question)).output
+        return (await cash.run(question)).output  # inside a workflow, agent.run waits for each pause's decisions
