@@ -30,6 +30,7 @@ from ._stream_edits import end_stream, send_out
 from ._text import valid_text
 from ._tools import render
 from .errors import (
+    CallRejected,
     HookFailed,
     MaxStepsExceeded,
     MiddlewareError,
@@ -111,7 +112,16 @@ class Loop:
         return iter((self.run, self.model, self.tools, self.tool, self.stack))
 
     async def run_chain(self, run: Run) -> RunResult[Any]:
-        """`run` through the run chain, checking what the chain returns; injected messages land at its end."""
+        """`run` through the run chain, checking what the chain returns; injected messages land at its end.
+
+        A run resumed with its run pause rejected ends here, before its run layers (`CallRejected`).
+        """
+        pending = run._pending
+        if pending is not None and pending.kind == "run" and pending.rejection is not None:
+            raise rejected(run, "run", pending.rejection)
+        prepare = getattr(self.agent.model, "prepare", None)
+        if prepare is not None:  # the model's client, set up before any layer's clock starts
+            await prepare()
         result = await self.run(run)
         if not isinstance(result, RunResult):
             raise bad_result(self.stack, "run", result)
@@ -137,7 +147,8 @@ class Loop:
         run.private = json.loads(json.dumps(state.private))
         run.usage.add(state.usage)
         run._injected.extend(state.injected)
-        run._pending = pending_batch(state)
+        run._pending = pending = pending_batch(state)
+        run.approved = pending.kind == "run" and pending.rejection is None
         return run
 
     # -- the loop (the run chain's innermost point) ------------------------------
@@ -148,6 +159,7 @@ class Loop:
         if journal is not None:
             await journal.begin_now(run)
         failures = 0
+        approve = False  # the next model call goes ahead approved (a paused model call, approved)
         pending = run._pending
         if pending is not None:
             run._pending = None
@@ -155,12 +167,17 @@ class Loop:
                 if (result := self.answer(run, run.messages[-1], failures)) is not None:
                     return result
                 failures += 1
-            else:
-                tools = await self.known_tools(run)
-                calls = [ToolCall(run, r, tools.get(r.name), pending.approved) for r in pending.requests]
-                response = ModelResponse(run.messages[-1])
-                if await self.tool_step(run, response, calls, pending.requests, pending.settled):
-                    return paused_result(run)
+            elif pending.kind != "run":
+                if pending.kind == "model":  # a paused model call, decided
+                    if pending.rejection is not None:
+                        raise rejected(run, "model", pending.rejection)
+                    approve = True
+                if pending.kind == "tool" or pending.settled or pending.requests:
+                    tools = await self.known_tools(run)
+                    calls = [ToolCall(run, r, tools.get(r.name), pending.approved) for r in pending.requests]
+                    response = ModelResponse(run.messages[-1])
+                    if await self.tool_step(run, response, calls, pending.requests, pending.settled):
+                        return paused_result(run)
         offered_tools = self.offered
         while True:
             if run._injected:
@@ -175,9 +192,13 @@ class Loop:
             run.steps += 1
             offered = await offered_tools.now(run) if agent.tool_sources else agent.tools
             call = ModelCall(run, list(run.messages), list(offered), agent.model, agent.settings)
+            if approve:
+                call.approved, approve = True, False
             response = await self.model(call)
             if type(response) is not ModelResponse and not isinstance(response, ModelResponse):
                 raise bad_result(self.stack, "model", response)
+            if call.pause_reason is not None:
+                return pause_model(run, call)
             message = response.message
             counted = call._counted
             if counted is None or (counted[-1] is not response.usage and call._uncounted(response)):
@@ -479,6 +500,28 @@ def pause(run: Run, calls: list[ToolCall], requests: list[ToolRequest], answers:
         )
         raise
     run._paused = PausedBatch([m for m in answers if m.tool_call_id not in waiting], pending, uuid.uuid4().hex)
+
+
+def pause_model(run: Run, call: ModelCall) -> RunResult[Any]:
+    """Pause the run before the model call `call` (a model layer paused it): pending, not counted as a step.
+
+    A usage a model produced for it meanwhile stays counted. If `run.state` cannot be saved, the error propagates.
+    """
+    run.steps -= 1
+    plain_state(run.state)
+    model = getattr(call.model, "name", None) or str(call.model)
+    paused = PendingCall(f"model-{uuid.uuid4().hex[:16]}", model, {}, call.pause_reason or "", kind="model")
+    run._paused = PausedBatch([], [paused], uuid.uuid4().hex)
+    return paused_result(run)
+
+
+def rejected(run: Run, kind: str, reason: str) -> CallRejected:
+    what = "model call" if kind == "model" else "run"
+    return CallRejected(
+        f"run {run.id}: a person rejected its paused {what} ({reason}); the run ends here, nothing was called",
+        reason=reason,
+        kind=kind,
+    )
 
 
 def invalid_output(
