@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import threading
+import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import Any, ClassVar, Generic, Literal, Protocol, runtime_checkable
@@ -66,6 +67,7 @@ class Run(Call):
         "_paused",
         "_pending",
         "agent",
+        "approved",
         "emit",
         "id",
         "input",
@@ -114,6 +116,25 @@ class Run(Call):
         self._paused: PausedBatch | None = None
         self._pending: Pending | None = None
         """The batch the loop goes on with first (a resumed or recovered run), set before the run starts."""
+        self.approved = False
+        """True when a person approved this run, paused by a run layer (`pause`): that layer lets it through."""
+
+    def pause(self, reason: str) -> RunResult[Any]:
+        """Pause the run for a person's decision: `return ctx.pause(reason)` from a run layer, before `call_next`.
+
+        The run stops before its first model call, pending as one call of
+        kind `"run"` (`RunResult.pending`). Approved, it resumes through its
+        run layers with `ctx.approved` true; rejected, `agent.resume` raises
+        `onion.errors.CallRejected` and nothing runs.
+        """
+        self._paused = PausedBatch(
+            [], [PendingCall(_pause_id("run"), self.agent.name, {}, reason, kind="run")], uuid.uuid4().hex
+        )
+        result: RunResult[Any] = RunResult(
+            "" if self._output is None else None, self.messages, self.usage, self.state, self.id, status="paused"
+        )
+        result._run = self
+        return result
 
     def inject(self, message: Message | str) -> None:
         """Queue a message for the history; it lands at the next safe point.
@@ -156,9 +177,11 @@ class ModelCall(Call):
         "_counted",
         "_edits",
         "_entered",
+        "approved",
         "messages",
         "model",
         "output_type",
+        "pause_reason",
         "settings",
         "streamed",
         "tools",
@@ -180,6 +203,24 @@ class ModelCall(Call):
         self._checks: list[Callable[[ModelResponse], None]] | None = None
         self._counted: list[Usage] | None = None
         self._entered = False
+        self.approved = False
+        """True when a person approved this call, paused by a model layer (`pause`): that layer lets it through."""
+        self.pause_reason: str | None = None
+        """Set by `pause(reason)`: the run stops before this call, which is pending."""
+
+    def pause(self, reason: str) -> ModelResponse:
+        """Pause this model call for a person's decision: `return ctx.pause(reason)` from a model layer,
+        before `call_next`.
+
+        The model is not asked; the run stops here, this call pending as one
+        call of kind `"model"` (`RunResult.pending`). Approved, the call goes
+        ahead: it enters the model stack again with `ctx.approved` true.
+        Rejected, `agent.resume` raises `onion.errors.CallRejected` and the
+        model is not asked. The response returned is a placeholder that no
+        message will carry.
+        """
+        self.pause_reason = reason
+        return ModelResponse(Message.assistant(f"The model call is waiting for approval: {reason}"))
 
     def observe(self, observer: Callable[[Any], None]) -> None:
         """Call `observer(event)` for each event the model streams for this call.
@@ -250,6 +291,21 @@ class ToolBatch(Call):
         self.run = run
         self.calls = calls
         self.response = response
+
+    @property
+    def approved(self) -> bool:
+        """True when a person approved every call of this batch (a paused batch resumed): a layer that paused
+        it lets it through."""
+        return bool(self.calls) and all(call.approved for call in self.calls)
+
+    def pause(self, reason: str) -> list[ToolResult]:
+        """Pause the whole batch for a person's decision: `return ctx.pause(reason)` from a tools layer.
+
+        None of its calls runs; each is pending with `reason` (kind `"tool"`),
+        decided one by one as any paused tool call (approved ones run with
+        `call.approved` true, rejected ones answer the model with the reason).
+        """
+        return [call.pause(reason) for call in self.calls]
 
     def __repr__(self) -> str:
         return f"<ToolBatch {[call.name for call in self.calls]}>"
@@ -442,7 +498,7 @@ class RunResult(Generic[OutputT]):
 
     @property
     def pending(self) -> list[PendingCall]:
-        """The tool calls waiting for a decision (empty unless paused)."""
+        """The calls waiting for a decision (empty unless paused): tool calls, or one paused model call or run."""
         paused = self._run._paused if self._run is not None else None
         return list(paused.pending) if paused is not None and self.paused else []
 
@@ -491,6 +547,11 @@ class Observing:
     def __call__(self, event: Any) -> tuple[Any]:
         self.observer(event)
         return (event,)
+
+
+def _pause_id(kind: str) -> str:
+    """A fresh id for a paused model call or run (a tool call's is the model's)."""
+    return f"{kind}-{uuid.uuid4().hex[:16]}"
 
 
 def capture(result: RunResult[Any]) -> RunState:

@@ -154,7 +154,10 @@ async def _resumed(
 ) -> RunResult[Any]:
     """Run the resumed `run` (decided `state`), on its session if it has one."""
     for call in state.pending:
-        if call.decision == "rejected":
+        if call.kind != "tool":  # a paused model call or run
+            rejected = (call.rejection or "not approved") if call.decision == "rejected" else None
+            await journal.decided_pause(call.id, call.kind, rejected)
+        elif call.decision == "rejected":
             journal.hold_result(call.id, ToolResult(rejection_text(call.name, call.rejection), is_error=True))
         else:
             journal.hold_decision(call.id, call.edited_args if call.decision == "edited" else None)
@@ -213,8 +216,9 @@ async def recover(
     run.id, run.steps, run.usage = run_id, replayed.steps, replayed.usage
     run.session, run.emit = replayed.session, emit
     journal.mark(run.messages)
-    if replayed.unanswered or replayed.completed:
-        run._pending = pending_batch(replayed, tools, journal)
+    if replayed.unanswered or replayed.completed or replayed.decided_pause:
+        run._pending = pending = pending_batch(replayed, tools, journal)
+        run.approved = pending.kind == "run" and pending.rejection is None
     if replayed.session is None:
         return await journaled(loop, run, store, None, journal)
     session = store.session(replayed.session)

@@ -10,7 +10,9 @@ Entries are JSON objects, one per store row, by kind `k`:
   arguments are those of the response's request, in the history);
 - `result`: what a tool call answered (after its whole tool stack);
 - `decided`: a paused call a person approved (`args`: their edit, or null),
-  so a crash later runs it as they decided, without asking again.
+  so a crash later runs it as they decided, without asking again; for a
+  paused model call or run, `kind` (`"model"`, `"run"`) and `rejected` (the
+  reason, or null when approved).
 
 A model entry is held back and written with the next write (a tool
 starting, a result, the run's end), so a step costs one round trip.
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ._calls import ModelResponse, ToolResult
 from ._content import part_dict, part_from
 from ._messages import Message, ToolRequest, Usage
-from ._state import Pending
+from ._state import PauseKind, Pending
 from .errors import LeaseLost, OnionError, RunBusy, RunNotFound
 
 logger = logging.getLogger("onion.journal")
@@ -184,6 +186,15 @@ class Journal:
         """Record, with the next write, that a person approved `call_id` (with `edited_args`, if they edited it)."""
         self._held.append(_dumps({"k": "decided", "id": call_id, "args": edited_args}))
 
+    async def decided_pause(self, call_id: str, kind: str, rejected: str | None) -> None:
+        """Record that a person decided the paused model call or run `call_id`: now when approved (a crash in
+        the call it lets through then does not ask again), with the next write when `rejected`."""
+        entry = {"k": "decided", "id": call_id, "kind": kind, "rejected": rejected}
+        if rejected is None:
+            await self._write(entry)
+        else:
+            self._held.append(_dumps(entry))
+
     async def end(
         self, status: RunStatus, *, state: str | None = None, pending: int = 0, turn: SessionTurn | None = None
     ) -> None:
@@ -336,6 +347,8 @@ class Replay:
     """Unanswered calls that started (so may have run)."""
     decided: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     """Unanswered calls a person approved after a pause: their edited arguments, or None (as the model asked)."""
+    decided_pause: tuple[PauseKind, str | None] | None = None
+    """A paused model call or run a person decided since the last model entry: its kind, the rejection or None."""
 
     @property
     def completed(self) -> bool:
@@ -352,6 +365,7 @@ def pending_batch(replayed: Replay, tools: Mapping[str, Tool], journal: Journal)
     """
     if replayed.completed:
         return Pending({}, [], final=True)
+    kind, rejection = replayed.decided_pause or ("tool", None)
     settled: dict[str | None, Message] = {
         call_id: Message.tool(call_id, result.content, result.is_error) for call_id, result in replayed.results.items()
     }
@@ -367,7 +381,7 @@ def pending_batch(replayed: Replay, tools: Mapping[str, Tool], journal: Journal)
         else:
             edited = replayed.decided.get(request.id)
             requests.append(request if edited is None else ToolRequest(request.id, request.name, dict(edited)))
-    return Pending(settled, requests, approved=bool(replayed.decided))
+    return Pending(settled, requests, approved=bool(replayed.decided), kind=kind, rejection=rejection)
 
 
 def replay(run_id: str, entries: list[str]) -> Replay:
@@ -412,9 +426,12 @@ def _apply(run: Replay, entry: dict[str, Any]) -> None:
         run.usage.add(Usage(**entry["usage"]))
         run.state = entry["state"]
         run.unanswered = list(response.tool_calls)
-        run.results, run.started, run.decided = {}, set(), {}
+        run.results, run.started, run.decided, run.decided_pause = {}, set(), {}, None
     elif kind == "decided":
-        run.decided[entry["id"]] = entry["args"]
+        if entry.get("kind", "tool") != "tool":
+            run.decided_pause = (entry["kind"], entry["rejected"])
+        else:
+            run.decided[entry["id"]] = entry["args"]
     elif kind == "tool":
         run.started.add(entry["id"])
     elif kind == "result":

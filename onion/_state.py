@@ -28,15 +28,22 @@ VERSION = 1
 
 Decision = Literal["approved", "edited", "rejected"]
 Status = Literal["completed", "paused"]
+PauseKind = Literal["tool", "model", "run"]
 
 
 @dataclass(slots=True)
 class PendingCall:
-    """A tool call of a paused run, waiting for a person's decision.
+    """A call of a paused run, waiting for a person's decision.
 
     `reason` says why it paused. `decision` is `None` until `RunState.approve`,
     `edit` or `reject` sets it; `edited_args` are the arguments an edit gives
     it, `rejection` the reason a rejection gives the model.
+    `kind` is what paused: `"tool"` (a tool call: `name` and `args` are the
+    model's request; a paused batch pends each of its calls), `"model"` (the
+    next model call, paused by a model layer: `name` is the model's, `args`
+    empty) or `"run"` (the run, paused by a run layer before its first model
+    call: `name` is the agent's). A paused model call or run is the only
+    pending call of its state, and cannot be edited.
     """
 
     id: str
@@ -46,6 +53,7 @@ class PendingCall:
     decision: Decision | None = None
     edited_args: dict[str, Any] | None = None
     rejection: str | None = None
+    kind: PauseKind = "tool"
 
 
 @dataclass(slots=True)
@@ -57,13 +65,18 @@ class Pending:
     doubt); `requests` are the calls still to run, through the tools chain.
     `approved` marks them approved by a person. `final` is a recovered run
     whose last message is its final answer: it only goes through the
-    output's validation and the run's layers.
+    output's validation and the run's layers. `kind` is `"model"` or `"run"`
+    when a paused model call or run was decided: `rejection` then holds the
+    reason it was rejected for (the run ends), else the next model call goes
+    ahead approved (`"model"`).
     """
 
     settled: dict[str | None, Message]
     requests: list[ToolRequest]
     approved: bool = False
     final: bool = False
+    kind: PauseKind = "tool"
+    rejection: str | None = None
 
 
 @dataclass(slots=True)
@@ -176,6 +189,12 @@ class RunState:
         """Run `call_id` with `args` instead of the model's arguments (this approves it)."""
         if not isinstance(args, dict):
             raise TypeError(f"edit({call_id!r}, args): args must be a dict of arguments, not {type(args).__name__}")
+        for call in self.pending:
+            if call.id == call_id and call.kind != "tool":
+                raise RunStateError(
+                    f"run {self.run_id}: {call_id} is a paused {call.kind}, which has no arguments to edit; "
+                    "approve or reject it"
+                )
         self._decide(call_id, "edited").edited_args = dict(args)
 
     def _decide(self, call_id: str, decision: Decision) -> PendingCall:
@@ -289,6 +308,8 @@ def signature(state: RunState, key: bytes) -> str:
     del data["signature"]
     for call in data["pending"]:
         del call["decision"], call["edited_args"], call["rejection"]
+        if call["kind"] == "tool":  # as states signed before paused model calls and runs were
+            del call["kind"]
     text = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
 
@@ -317,8 +338,12 @@ def check_trusted(state: RunState, key: bytes | None, agent: str) -> None:
                 f"run {state.run_id} was paused by agent {state.agent!r}, not {agent!r}: a signed state resumes on "
                 "the agent that paused it (give agents that share a key their own names)"
             )
+    if any(call.kind != "tool" for call in state.pending):
+        check_lone_pause(state)
     asked = {r.id: r for r in _last_calls(state)}
     for call in state.pending:
+        if call.kind != "tool":
+            continue
         request = asked.get(call.id)
         if request is None or request.name != call.name or request.args != call.args:
             raise RunStateError(
@@ -353,7 +378,11 @@ def take_decisions(saved: RunState, given: RunState) -> None:
 
 def pending_batch(state: RunState) -> Pending:
     """The batch `state` (decided: `check_resumable`) goes on with: answers so far and rejections settled, the
-    approved and edited calls (with their arguments) to run."""
+    approved and edited calls (with their arguments) to run; for a paused model call or run, its decision."""
+    first = state.pending[0] if state.pending else None
+    if first is not None and first.kind != "tool":
+        rejection = (first.rejection or "not approved") if first.decision == "rejected" else None
+        return Pending({}, [], approved=True, kind=first.kind, rejection=rejection)
     settled = {message.tool_call_id: message for message in state.answered}
     requests = []
     for call in state.pending:
@@ -363,6 +392,26 @@ def pending_batch(state: RunState) -> Pending:
             args = call.edited_args if call.decision == "edited" else call.args
             requests.append(ToolRequest(call.id, call.name, dict(args or {})))
     return Pending(settled, requests, approved=True)
+
+
+def check_lone_pause(state: RunState) -> None:
+    """Raise `RunStateError` unless `state`'s paused model call or run is all it waits for, where it can be:
+    its one pending call, nothing answered, no tool call of the history left unanswered."""
+    call = state.pending[0]
+    last = state.messages[-1] if state.messages else None
+    if (
+        len(state.pending) != 1
+        or call.kind not in ("model", "run")
+        or call.args
+        or state.answered
+        or (last is not None and last.role == "assistant" and last.tool_calls)
+        or (call.kind == "run" and state.steps != 0)
+    ):
+        raise RunStateError(
+            f"run {state.run_id}: its paused {call.kind} and the state's history do not fit together "
+            "(a paused model call or run is the state's only pending call, after every tool result): "
+            "the state was changed or damaged"
+        )
 
 
 def rejection_text(name: str, reason: str | None) -> str:
@@ -397,6 +446,9 @@ def check_resumable(state: RunState, agent: str, tools: Mapping[str, Tool]) -> N
             f"run {state.run_id} has undecided pending calls: {', '.join(undecided)}; decide each with "
             "state.approve(id), state.edit(id, args) or state.reject(id, reason=...) (or state.approve_all())"
         )
+    if state.pending and state.pending[0].kind != "tool":
+        check_lone_pause(state)
+        return
     missing = sorted({c.name for c in state.pending if c.decision != "rejected"} - tools.keys())
     if missing:
         raise RunStateError(
@@ -491,6 +543,9 @@ def _pending(data: Any) -> PendingCall:
     rejection = data.get("rejection")
     if not (edited is None or isinstance(edited, dict)) or not (rejection is None or isinstance(rejection, str)):
         raise ValueError("a pending call's edited_args must be a dict or null, its rejection a str or null")
+    kind = data.get("kind", "tool")
+    if kind not in ("tool", "model", "run"):
+        raise ValueError(f"pending call kind {kind!r} is not tool, model or run")
     return PendingCall(
         _field(data, "id", str),
         _field(data, "name", str),
@@ -499,4 +554,5 @@ def _pending(data: Any) -> PendingCall:
         decision,
         edited,
         rejection,
+        kind,
     )

@@ -308,3 +308,16 @@ class MCPServerError(OnionError):
     agent's configuration); from a tool call it travels up the tool stack and
     the model reads it as an error result. The message names the server.
     """
+
+
+class CallRejected(OnionError):
+    """A person rejected a paused model call or run (`state.reject(id, reason)`): the run ends, nothing is called.
+
+    `reason` is the rejection's reason, `kind` what was paused (`"model"` or `"run"`). A rejected tool call
+    does not raise: the model reads the reason as the call's error result.
+    """
+
+    def __init__(self, message: str, *, reason: str, kind: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.kind = kind
