@@ -6,7 +6,9 @@ stack of `async def middleware(ctx, call_next)` layers.
 
 from __future__ import annotations
 
-from . import errors, tracing
+from typing import TYPE_CHECKING, Any
+
+from . import errors
 from ._agent import Agent
 from ._calls import Call, ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
 from ._content import Document, Image, Part
@@ -94,3 +96,18 @@ __all__ = [
     "tool",
     "tracing",
 ]
+
+if TYPE_CHECKING:
+    from . import tracing
+
+
+def __getattr__(name: str) -> Any:
+    """`onion.tracing` (and the subpackages) load when first used: `import onion` stays light."""
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f"onion.{name}")
+    raise AttributeError(f"module 'onion' has no attribute {name!r}")
+
+
+_LAZY = frozenset(("evals", "mcp", "prices", "providers", "scrub", "stores", "temporal", "testing", "tracing", "types"))

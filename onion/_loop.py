@@ -300,19 +300,45 @@ class Loop:
         return False
 
     async def run_batch(self, batch: ToolBatch) -> list[ToolResult]:
-        """The innermost point of the tools chain: each call through the tool chain, side by side."""
+        """The innermost point of the tools chain: each call through the tool chain, side by side.
+
+        The first call runs in this task, the others in tasks of their own; the
+        first failure cancels the others (the first call too, while it runs) and
+        is raised.
+        """
         calls = batch.calls
         if len(calls) <= 1 or not self.agent.parallel_tools:
             return [await self.one(call) for call in calls]
-        try:
-            async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(self.one(call)) for call in calls[1:]]
-                first = await self.one(calls[0])
-        except BaseExceptionGroup as failures:
-            raise failures.exceptions[0] from None
-        results = [first]
+        current = asyncio.current_task()
+        assert current is not None
+        failed: list[BaseException] = []
+        first_running = True
+
+        def stop(task: asyncio.Task[ToolResult]) -> None:
+            if not task.cancelled() and (error := task.exception()) is not None and not failed:
+                failed.append(error)
+                if first_running:  # stop the first call where it waits, as a task group would
+                    current.cancel()
+
+        create = asyncio.get_running_loop().create_task
+        tasks = [create(self.one(call)) for call in calls[1:]]
         for task in tasks:
-            results.append(task.result())
+            task.add_done_callback(stop)
+        try:
+            try:
+                results = [await self.one(calls[0])]
+            finally:
+                first_running = False
+            for task in tasks:
+                results.append(await task)
+        except BaseException as error:
+            for task in tasks:
+                task.remove_done_callback(stop)
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if failed and isinstance(error, asyncio.CancelledError) and current.uncancel() == 0:
+                raise failed[0] from None
+            raise
         return results
 
     async def one(self, call: ToolCall) -> ToolResult:

@@ -11,9 +11,8 @@ protocols in `onion.stores` (`RunStore`, `SessionStore`, `CacheStore`,
 
 from __future__ import annotations
 
-from ._buckets import MemoryRateStore
-from ._memory import MemoryStore
-from ._memory_cache import MemoryCache
+from typing import TYPE_CHECKING, Any
+
 from ._protocols import (
     CacheStore,
     RateStore,
@@ -25,9 +24,35 @@ from ._protocols import (
     SlotStore,
     Store,
 )
-from ._redis import RedisStore
 from ._session import Session
-from ._sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from ._buckets import MemoryRateStore
+    from ._memory import MemoryStore
+    from ._memory_cache import MemoryCache
+    from ._redis import RedisStore
+    from ._sqlite import SQLiteStore
+
+_LAZY = {
+    "MemoryCache": "._memory_cache",
+    "MemoryRateStore": "._buckets",
+    "MemoryStore": "._memory",
+    "RedisStore": "._redis",
+    "SQLiteStore": "._sqlite",
+}
+"""The stores themselves load when first named (`import onion` never loads sqlite3)."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'onion.stores' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "CacheStore",
