@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import importlib.util
 import inspect
 import os
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
@@ -36,6 +39,21 @@ def _own_headers(client: Any) -> dict[str, Any]:
     return dict(headers) if isinstance(headers, dict) else {}
 
 
+def _import_sdk(sdk: str, model: str) -> bool:
+    """Whether no event loop runs in this thread; `sdk` imported now if so (else `prepare` imports it off the loop).
+
+    Raises `ImportError` naming the extra to install when `sdk` is missing.
+    """
+    if sdk not in sys.modules and importlib.util.find_spec(sdk) is None:
+        raise ImportError(f"{model} needs the {sdk} SDK: pip install 'onion[{sdk}]'")
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        importlib.import_module(sdk)
+        return True
+    return False
+
+
 class StreamReader(Protocol):
     """Turns a provider's stream events into onion events and, at the end, the `ModelResponse`."""
 
@@ -56,10 +74,15 @@ class ProviderModel(ABC):
     """A model reached through a provider SDK client.
 
     Pass your own client as `client=` (onion leaves its options, retries
-    included, as they are), or let onion build one from the environment on
-    first use, with the SDK's retries off (`max_retries=0`) so that retry
-    layers decide every attempt. `api_key`, `base_url` and `timeout` (seconds)
-    apply only to a client onion builds. Every SDK or transport failure is
+    included, as they are), or let onion build one from the environment, with
+    the SDK's retries off (`max_retries=0`) so that retry layers decide every
+    attempt. A model made outside an event loop (at module level) imports the
+    SDK and builds its client then; each further event loop gets a client of
+    its own (a client's connections belong to the loop that opened them),
+    built in a worker thread before a run's layers start (`prepare`, which
+    also imports the SDK for a model made inside a loop): no loop waits on an
+    import or a build, and no layer's clock counts them. `api_key`, `base_url` and `timeout` (seconds) apply only
+    to a client onion builds. Every SDK or transport failure is
     raised as an `onion.errors.ModelError` subclass, the SDK's exception
     chained as `__cause__`. Lone surrogates in a request's text are sent as
     U+FFFD (the SDKs cannot encode them).
@@ -92,34 +115,79 @@ class ProviderModel(ABC):
             raise ValueError(f'{type(self).__name__}: output_mode must be "native" or "tool", got {output_mode!r}')
         if client is not None and (api_key is not None or base_url is not None or timeout is not None):
             raise TypeError("pass either client= or api_key=/base_url=/timeout= (which build a client), not both")
-        if client is None and importlib.util.find_spec(self.provider) is None:
-            sdk = self.provider
-            raise ImportError(f"{type(self).__name__} needs the {sdk} SDK: pip install 'onion[{sdk}]'")
         self.name = name
         self.output_mode = output_mode
         """How a call's `output_type` reaches the model: `"native"` (its structured output) or `"tool"`."""
-        self._client = client
+        self._given = client
         self._owns_client = client is None
+        self._clients: dict[asyncio.AbstractEventLoop | None, Any] = {}
+        self._spare: Any = None  # built with the model, outside any loop: the first loop to ask takes it
         self._options: dict[str, Any] = {"max_retries": 0}
         for key, value in (("api_key", api_key), ("base_url", base_url), ("timeout", timeout)):
             if value is not None:
                 self._options[key] = value
+        if client is None and _import_sdk(self.provider, type(self).__name__):
+            with contextlib.suppress(Exception):  # the call that needs the client reports why there is none
+                self._spare = self._new_client()
 
     @property
     def client(self) -> Any:
-        """The SDK client, built on first use when none was given."""
-        if self._client is None:
-            try:
-                self._client = self._build_client(dict(self._options))
-            except Exception as error:
-                mapped = model_error(error, self.provider)
-                if mapped is not None:
-                    raise mapped from error
-                if type(error).__module__.partition(".")[0] == self.provider:
-                    message = f"cannot build the {self.provider} client: {error}"
-                    raise AuthenticationError(message, provider=self.provider) from error
-                raise
-        return self._client
+        """The SDK client: the one given, else the running event loop's own (built now if `prepare` did not)."""
+        if self._given is not None:
+            return self._given
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        client = self._clients.get(loop)
+        if client is None:
+            spare, self._spare = self._spare, None
+            client = self._keep(loop, spare if spare is not None else self._new_client())
+        return client
+
+    async def prepare(self) -> None:
+        """Import the SDK and build this event loop's client in a worker thread, unless done.
+
+        onion awaits it before a run's layers start; a call that finds no
+        client (a model a layer switched to) builds one the same way. A client
+        that cannot be built is reported by the call that needs it.
+        """
+        if self._given is None and asyncio.get_running_loop() not in self._clients:
+            with contextlib.suppress(Exception):
+                await self._loop_client()
+
+    async def _loop_client(self) -> Any:
+        """The running loop's client, built in a worker thread when it has none."""
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            spare, self._spare = self._spare, None
+            client = self._keep(loop, spare if spare is not None else await asyncio.to_thread(self._new_client))
+        return client
+
+    def _keep(self, loop: asyncio.AbstractEventLoop | None, client: Any) -> Any:
+        """`loop`'s client from now on (an earlier one wins), forgetting those of closed loops."""
+        for other in [other for other in self._clients if other is not None and other.is_closed()]:
+            del self._clients[other]
+        return self._clients.setdefault(loop, client)
+
+    def _new_client(self) -> Any:
+        """A client built from the options, its create method looked up once (the SDK imports it then).
+
+        Failures are raised as `ModelError`s.
+        """
+        try:
+            client = self._build_client(dict(self._options))
+            self._create_method(client)
+            return client
+        except Exception as error:
+            mapped = model_error(error, self.provider)
+            if mapped is not None:
+                raise mapped from error
+            if type(error).__module__.partition(".")[0] == self.provider:
+                message = f"cannot build the {self.provider} client: {error}"
+                raise AuthenticationError(message, provider=self.provider) from error
+            raise
 
     @property
     def base_url(self) -> str | None:
@@ -127,8 +195,8 @@ class ProviderModel(ABC):
 
         `None` means the SDK's default endpoint. Read without building a client.
         """
-        if not self._owns_client:
-            return str(self._client.base_url)
+        if self._given is not None:
+            return str(self._given.base_url)
         url = self._options.get("base_url") or os.environ.get(f"{self.provider.upper()}_BASE_URL")
         return None if url is None else str(url)
 
@@ -140,7 +208,7 @@ class ProviderModel(ABC):
         way. For keeping tenants apart (`cache` keys by a hash of each);
         these are secrets, never log or store them.
         """
-        client = self._client
+        client = self._given if self._given is not None else next(iter(self._clients.values()), self._spare)
         if client is None:
             found = {name: os.environ.get(variable) for name, variable in self.credential_variables.items()}
             found["api_key"] = self._options.get("api_key") or found.get("api_key")
@@ -150,10 +218,16 @@ class ProviderModel(ABC):
         return {name: str(value) for name, value in found.items() if isinstance(value, str) and value}
 
     async def aclose(self) -> None:
-        """Close the client if onion built it (a client passed in stays open)."""
-        if self._owns_client and self._client is not None:
-            client, self._client = self._client, None
-            await client.close()
+        """Close the running loop's client if onion built it (a client passed in stays open).
+
+        Clients of loops that closed are forgotten; one of another loop that
+        still runs stays with it.
+        """
+        loop = asyncio.get_running_loop()
+        for key in [key for key in self._clients if key is None or key is loop or key.is_closed()]:
+            client = self._clients.pop(key)
+            if key is None or key is loop:
+                await client.close()
 
     def _request_params(self, call: ModelCall) -> tuple[dict[str, Any], bool]:
         """The create call's keywords for `call`, and whether its answer comes as the `final_answer` tool."""
@@ -236,7 +310,7 @@ class ProviderModel(ABC):
         SDK method has no keyword for (it may lag behind the API) travel in
         `extra_body`, so they still reach the wire.
         """
-        create = self._create_method()
+        create = self._create_method(self._given if self._given is not None else await self._loop_client())
         params = {key: value for key, value in params.items() if key != "stream"}
         if stream:
             params = self._stream_params(params)
@@ -261,8 +335,8 @@ class ProviderModel(ABC):
         """One tool definition in this API's shape."""
 
     @abstractmethod
-    def _create_method(self) -> Any:
-        """The SDK client's create method (e.g. `client.messages.create`)."""
+    def _create_method(self, client: Any) -> Any:
+        """`client`'s create method (e.g. `client.messages.create`; SDKs import its module on first access)."""
 
     def _stream_params(self, params: dict[str, Any]) -> dict[str, Any]:
         """`params` for a streamed request (an API may want more, e.g. usage in the stream)."""

@@ -1,7 +1,8 @@
 """`AnthropicModel`: the Anthropic Messages API through the `anthropic` SDK.
 
 The model string `"anthropic:<model>"` builds one. The SDK is imported when
-onion builds a client, never by `import onion`.
+one is made (or, made inside an event loop, in a worker thread before its
+first run), never by `import onion`.
 """
 
 from __future__ import annotations
@@ -88,8 +89,8 @@ class AnthropicModel(ProviderModel):
     def _tool_param(self, name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
         return {"name": name, "description": description, "input_schema": schema}
 
-    def _create_method(self) -> Any:
-        return self.client.messages.create
+    def _create_method(self, client: Any) -> Any:
+        return client.messages.create
 
     def _response(self, raw: Any) -> ModelResponse:
         return read_response(raw)

@@ -85,8 +85,8 @@ class OpenAIChatModel(ProviderModel):
     def _tool_param(self, name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
         return {"type": "function", "function": {"name": name, "description": description, "parameters": schema}}
 
-    def _create_method(self) -> Any:
-        return self.client.chat.completions.create
+    def _create_method(self, client: Any) -> Any:
+        return client.chat.completions.create
 
     def _stream_params(self, params: dict[str, Any]) -> dict[str, Any]:
         return {"stream_options": {"include_usage": True}, **params}

@@ -1,7 +1,8 @@
 """`OpenAIResponsesModel`: the OpenAI Responses API through the `openai` SDK.
 
 The model string `"openai-responses:<model>"` builds one. The SDK is imported
-when onion builds a client, never by `import onion`.
+when one is made (or, made inside an event loop, in a worker thread before
+its first run), never by `import onion`.
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ class OpenAIResponsesModel(ProviderModel):
     def _tool_param(self, name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
         return {"type": "function", "name": name, "description": description, "parameters": schema, "strict": False}
 
-    def _create_method(self) -> Any:
-        return self.client.responses.create
+    def _create_method(self, client: Any) -> Any:
+        return client.responses.create
 
     def _response(self, raw: Any) -> ModelResponse:
         return read_response(raw)

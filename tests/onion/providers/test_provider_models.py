@@ -16,19 +16,22 @@ from onion.testing import FakeProviderServer
 
 
 def test_import_onion_imports_no_provider_sdk() -> None:
-    """`import onion` (and its testing helpers, and the providers package) loads neither SDK."""
+    """`import onion` (and its testing helpers, and the providers package) loads neither SDK; a model made
+    outside an event loop loads its own SDK there and then (never during a run), and only that one."""
     code = textwrap.dedent(
         """
         import sys
         import onion, onion.testing, onion.providers
         from onion.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
+        def loaded():
+            return ",".join(sorted(name for name in ("anthropic", "openai", "httpx2") if name in sys.modules)) or "none"
+        print(loaded())
         agent = onion.Agent("anthropic:claude-test")
-        loaded = sorted(name for name in ("anthropic", "openai", "httpx2") if name in sys.modules)
-        print(",".join(loaded) or "none")
+        print(loaded())
         """
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert done.stdout.strip() == "none"
+    assert done.stdout.split() == ["none", "anthropic,httpx2"]
 
 
 @pytest.mark.parametrize(
