@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -14,38 +11,16 @@ from pathlib import Path
 import onion_flows
 import pytest
 from temporalio.client import Client
+from workers import Workers
 
 from onion.temporal import OnionPlugin
 from onion.testing import FakeProviderServer
-
-WORKER = Path(__file__).parent / "worker_process.py"
 
 
 @pytest.fixture
 def fake() -> Iterator[FakeProviderServer]:
     with FakeProviderServer(respond=onion_flows.support_answers) as server:
         yield server
-
-
-class Workers:
-    """Worker processes on one task queue, each SIGKILLable; all of them stopped at the end."""
-
-    def __init__(self, address: str, url: str, effects: Path) -> None:
-        self.address, self.url, self.queue = address, url, f"q-{uuid.uuid4().hex}"
-        self.env = {**os.environ, "ONION_EFFECTS": str(effects), "ONION_FAKE_URL": url}
-        self.started: list[subprocess.Popen[str]] = []
-
-    def start(self) -> subprocess.Popen[str]:
-        command = [sys.executable, str(WORKER), self.address, self.queue, self.url]
-        process = subprocess.Popen(command, env=self.env, stdout=subprocess.PIPE, text=True)
-        self.started.append(process)
-        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
-        return process
-
-    def stop_all(self) -> None:
-        for process in self.started:
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture
