@@ -8,17 +8,17 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequen
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from . import _chains
-from ._boundary import BOUNDARY
+from ._boundary import decided_in_place
 from ._calls import Model, OutputT, Run, RunResult
-from ._durable import journaled, recover, resume_paused
+from ._durable import journaled, recover
 from ._events import Event
 from ._loop import Loop, first_messages
 from ._messages import Message
 from ._model import resolve_model
 from ._output import output_schema
-from ._session_runs import resume_in_session, run_in_session, session_of
+from ._session_runs import resume_run, run_in_session, session_of
 from ._stack import Stack, checked_by_default, profiling
-from ._state import RunState, check_trusted, state_key
+from ._state import RunState
 from ._streaming import streamed
 from ._threads import ToolThreads, default_tool_threads
 from ._tool_sources import OfferedTools, ToolSource
@@ -180,11 +180,7 @@ class Agent(Generic[OutputT]):
         else:
             run = Run(self, input, first_messages(self, input), state, output_type)
             result = await (loop.run_chain(run) if self.store is None else journaled(loop, run, self.store))
-        wait = getattr(BOUNDARY.get(), "paused", None) if result.paused else None
-        if wait is not None:  # a durable engine (onion.temporal) waits for the decisions in place
-            resumed: RunResult[Any] = await wait(self, result)
-            return resumed
-        return result
+        return await decided_in_place(self, result) if result.paused else result
 
     async def recover(self, run_id: str, *, output_type: Any = None) -> RunResult[Any]:
         """Go on with the journaled run `run_id` from `agent.store` (its worker died, or it failed).
@@ -231,13 +227,9 @@ class Agent(Generic[OutputT]):
         """Go on with a paused run whose pending calls are all decided (`state.approve(...)`, ...); a run id (a
         `str`) recovers that run from `agent.store`.
 
-        Approved and edited calls go through the tools and tool stacks with
-        `ctx.approved` true, rejected ones are answered with the reason, then
-        the loop goes on; the answer is validated as `output_type`, or the
-        agent's. The state is untrusted: with a store, the saved run goes on
-        with its decisions, once; without, it must be signed (`state_key`) if
-        the agent signs, and fit together. A run paused on a session of a store
-        this agent lacks needs that `session`. See docs/durable.md.
+        Approved and edited calls go through the tools and tool stacks with `ctx.approved` true, rejected ones
+        are answered with the reason, then the loop goes on (the answer validated as `output_type`, or the
+        agent's). The state is untrusted: see docs/durable.md, "What a resume trusts".
         """
         return await self._resume(state, output_type, session, None)
 
@@ -252,14 +244,7 @@ class Agent(Generic[OutputT]):
         if not isinstance(state, RunState):
             raise TypeError(f"resume() takes a RunState (RunState.from_json(text)), not {type(state).__name__}")
         output_type = self.output_type if output_type is None else output_type
-        if self.store is not None:
-            return await resume_paused(loop, state, output_type, self.store, session, emit)
-        check_trusted(state, state_key(self.state_key), self.name)
-        run = await loop.resumed(state, output_type)
-        run.emit = emit
-        if state.session is None:
-            return await loop.run_chain(run)
-        return await resume_in_session(loop, run, session)
+        return await resume_run(loop, state, output_type, session, emit)
 
     @overload
     def resume_sync(self, state: Paused, *, output_type: None = None, session: Where = None) -> RunResult[OutputT]: ...
@@ -272,7 +257,7 @@ class Agent(Generic[OutputT]):
         resumed = self.resume(state, output_type=output_type, session=session)
         return _sync(resumed, "resume_sync", "agent.resume(state)")
 
-    async def stream(
+    def stream(
         self, input: Input, *, state: JSON = None, session: On = None, output_type: Any = None
     ) -> AsyncIterator[Event]:
         """Run the agent (as `run`), yielding its events as they happen, `RunFinished` or `RunPaused` last."""
@@ -285,24 +270,13 @@ class Agent(Generic[OutputT]):
             run.emit = emit
             return await (loop.run_chain(run) if self.store is None else journaled(loop, run, self.store))
 
-        events = streamed(produce)
-        try:
-            async for event in events:
-                yield event
-        finally:
-            await events.aclose()
+        return streamed(produce, self.output_type if output_type is None else output_type)
 
-    async def resume_stream(
-        self, state: Paused, *, output_type: Any = None, session: Where = None
-    ) -> AsyncIterator[Event]:
+    def resume_stream(self, state: Paused, *, output_type: Any = None, session: Where = None) -> AsyncIterator[Event]:
         """Resume (as `resume`: a decided `RunState`, or a run id to recover), yielding its events as they
         happen, `RunFinished` or `RunPaused` last. Leaving early cancels the run."""
-        events = streamed(lambda emit: self._resume(state, output_type, session, emit))
-        try:
-            async for event in events:
-                yield event
-        finally:
-            await events.aclose()
+        output = self.output_type if output_type is None else output_type
+        return streamed(lambda emit: self._resume(state, output_type, session, emit), output)
 
     def _compiled(self) -> Loop:
         """The chains, built again when the stack changed, tracing was turned on or off, or a profiler started."""

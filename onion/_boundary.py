@@ -15,7 +15,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ._calls import ModelCall, ToolCall
+    from ._calls import ModelCall, RunResult, ToolCall
     from ._model import Model
 
 
@@ -33,3 +33,13 @@ class Boundary(Protocol):
 
 BOUNDARY: ContextVar[Boundary | None] = ContextVar("onion.boundary", default=None)
 """The boundary in force in this context (set by `onion.testing.cassette`), else None."""
+
+
+async def decided_in_place(agent: Any, result: RunResult[Any]) -> RunResult[Any]:
+    """The paused run `result` as the boundary in force finishes it: a durable engine (`onion.temporal`) waits
+    for the decisions in place (its `paused(agent, result)`); without one, `result` itself."""
+    wait = getattr(BOUNDARY.get(), "paused", None)
+    if wait is None:
+        return result
+    resumed: RunResult[Any] = await wait(agent, result)
+    return resumed

@@ -8,7 +8,6 @@ import json
 import os
 import threading
 import uuid
-from collections import deque
 from collections.abc import Callable
 from typing import Any, ClassVar, Generic, Literal, Protocol, runtime_checkable
 
@@ -112,7 +111,7 @@ class Run(Call):
         """Set when the agent has a store: records each step so the run can be resumed."""
         self.output_type = output_type
         self._output: OutputSchema | None = None if output_type is str else output_schema(output_type)
-        self._injected: deque[Message] = deque()
+        self._injected: list[Message] = []  # a list, not a deque: 56 bytes, not 760, for every run
         self._paused: PausedBatch | None = None
         self._pending: Pending | None = None
         """The batch the loop goes on with first (a resumed or recovered run), set before the run starts."""
@@ -154,8 +153,9 @@ class Run(Call):
         """
         injected = self._injected
         if injected:
-            take = injected.popleft
-            self.messages.extend([take() for _ in range(len(injected))])
+            taken = injected[:]  # each step one operation under the GIL: an append meanwhile lands after these
+            del injected[: len(taken)]
+            self.messages.extend(taken)
 
     def __repr__(self) -> str:
         return f"<Run {self.id} steps={self.steps} messages={len(self.messages)}>"

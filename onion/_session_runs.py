@@ -6,9 +6,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._calls import Run, RunResult
-from ._durable import OnSession, committed, journaled, journaled_id
+from ._durable import OnSession, committed, journaled, journaled_id, resume_paused
 from ._loop import first_messages
 from ._messages import Message
+from ._state import RunState, check_trusted, state_key
 from .errors import RunStateError
 from .stores._refusals import session_lost
 
@@ -67,6 +68,27 @@ async def run_in_session(
             run.id = lock
             return await journaled(loop, run, store, OnSession(conversation, run.session_from, lock))
         return await _appended(loop, run, conversation, lock)
+
+
+async def resume_run(
+    loop: Loop, state: RunState, output_type: Any, session: Session | None, emit: Callable[[Any], None] | None
+) -> RunResult[Any]:
+    """Go on with the paused run `state` decides: the one path of every resume.
+
+    With a store, the run the store saved goes on (`_durable.resume_paused`);
+    without, the state must be trusted (`check_trusted`) and goes on in
+    memory, on its session if it paused on one.
+    """
+    agent = loop.agent
+    store: Store | None = agent.store
+    if store is not None:
+        return await resume_paused(loop, state, output_type, store, session, emit)
+    check_trusted(state, state_key(agent.state_key), agent.name)
+    run = await loop.resumed(state, output_type)
+    run.emit = emit
+    if state.session is None:
+        return await loop.run_chain(run)
+    return await resume_in_session(loop, run, session)
 
 
 async def resume_in_session(loop: Loop, run: Run, conversation: Session | None) -> RunResult[Any]:
