@@ -149,3 +149,23 @@ class Pay:
     @workflow.run
     async def run(self, question: str) -> str:
         return (await cash.run(question)).output  # inside a workflow, agent.run waits for each pause's decisions
+
+
+def two_payments(model_call: ModelCall) -> Any:
+    """Asks to pay order 7 for 30 and order 8 for 10 in one batch, then answers with what the tools said."""
+    results = [m.text for m in model_call.messages if m.role == "tool"]
+    return [call("pay", order=7, amount=30), call("pay", order=8, amount=10)] if not results else "; ".join(results)
+
+
+till = Agent(FunctionModel(two_payments, name="two_payments"), name="till", tools=[pay]).use(approve("pay"))
+
+AGENTS.append(till)
+
+
+@workflow.defn
+class PayTwo:
+    """Runs the till agent: two payments wait in one pause, so the workflow waits until both are decided."""
+
+    @workflow.run
+    async def run(self, question: str) -> str:
+        return (await till.run(question)).output

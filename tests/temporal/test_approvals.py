@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import onion_flows
@@ -74,3 +78,64 @@ async def test_a_decision_for_a_call_that_is_not_pending_is_refused(paused: Work
     assert "call_nope" in str(refused.value.cause)
     assert len(await pending(paused)) == 1
     await paused.terminate()
+
+
+DECIDER = Path(__file__).parent / "decide_process.py"
+
+
+async def _decide_elsewhere(address: str, handle: WorkflowHandle[Any, Any], decision: dict[str, Any]) -> str:
+    """Runs decide_process.py for `decision` on `handle`'s workflow (server at `address`): what it printed."""
+    command = [sys.executable, str(DECIDER), address, handle.id, json.dumps(decision)]
+    done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    ("decision", "answer", "paid"),
+    [
+        ("approve", "Answer: paid 30 for order 7", [{"order": 7, "amount": 30}]),
+        ("edit", "Answer: paid 25 for order 7", [{"order": 7, "amount": 25}]),
+        ("reject", "over the limit", []),
+    ],
+)
+async def test_a_decision_from_another_process_settles_the_call(
+    paused: WorkflowHandle[Any, Any],
+    temporal_address: str,
+    decision: str,
+    answer: str,
+    paid: list[dict[str, Any]],
+) -> None:
+    """A client in its own process approves, edits or rejects the pending call; the tool ran once (or never)."""
+    [call] = await pending(paused)
+    chosen = {
+        "approve": {"approve": [call.id]},
+        "edit": {"edit": {call.id: {"order": 7, "amount": 25}}},
+        "reject": {"reject": {call.id: "over the limit"}},
+    }[decision]
+    assert await _decide_elsewhere(temporal_address, paused, chosen) == f"decided {call.id}"
+    assert answer in await paused.result()
+    assert paid == onion_flows.PAID
+
+
+async def test_a_second_decision_from_another_process_is_refused_and_the_tool_ran_once(
+    client: Client, temporal_address: str
+) -> None:
+    """Two processes decide the same call while the run still waits (on a second call): the first is taken, the
+    second refused naming the call id; the approved payment ran once."""
+    onion_flows.PAID.clear()
+    queue = f"q-{uuid.uuid4().hex}"
+    async with Worker(client, task_queue=queue, workflows=[onion_flows.PayTwo]):
+        handle = await client.start_workflow(
+            onion_flows.PayTwo.run, "pay orders 7 and 8", id=f"w-{uuid.uuid4().hex}", task_queue=queue
+        )
+        while len(calls := await pending(handle)) < 2:
+            await asyncio.sleep(0.05)
+        first, other = calls
+        assert await _decide_elsewhere(temporal_address, handle, {"approve": [first.id]}) == f"decided {first.id}"
+        second = await _decide_elsewhere(temporal_address, handle, {"reject": {first.id: "changed my mind"}})
+        assert second.startswith("refused:") and first.id in second
+        assert [call.id for call in await pending(handle)] == [other.id]
+        await decide(handle, reject={other.id: "not this one"})
+        assert (await handle.result()).startswith("paid 30 for order 7")
+    assert onion_flows.PAID == [{"order": 7, "amount": 30}]
