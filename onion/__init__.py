@@ -15,6 +15,7 @@ from ._content import Document, Image, Part
 from ._events import (
     Event,
     ModelCallFinished,
+    PartialOutput,
     RunFinished,
     RunPaused,
     StreamReset,
@@ -65,6 +66,7 @@ __all__ = [
     "OutputSchema",
     "OutputValidationError",
     "Part",
+    "PartialOutput",
     "PendingCall",
     "Role",
     "Run",

@@ -38,6 +38,21 @@ class ToolResultEvent:
 
 
 @dataclass(slots=True)
+class PartialOutput:
+    """The answer so far, validated partially as the run's `output_type` while its JSON streams in.
+
+    Sent after a `TextDelta` when the text so far validates (pydantic's
+    partial validation: an unfinished last item or string is kept, a
+    required field that has not arrived yet means no event) to a value other
+    than the last one sent. Only for an `output_type` other than `str`; the
+    validated answer is `RunFinished.result.output`. A `StreamReset` also
+    discards it.
+    """
+
+    output: Any
+
+
+@dataclass(slots=True)
 class StreamReset:
     """The text streamed so far for this model call is not the answer: discard it.
 
@@ -77,4 +92,13 @@ class RunPaused(RunFinished):
     state: RunState
 
 
-Event = TextDelta | ToolCallStarted | StreamReset | ToolResultEvent | ModelCallFinished | RunFinished | RunPaused
+Event = (
+    TextDelta
+    | PartialOutput
+    | ToolCallStarted
+    | StreamReset
+    | ToolResultEvent
+    | ModelCallFinished
+    | RunFinished
+    | RunPaused
+)

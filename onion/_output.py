@@ -13,11 +13,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pydantic
+import pydantic_core
 
 WRAPPER = "response"
 """The one property a non-object output (a list, a union, a number) is wrapped in: providers want an object root."""
 
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*?)\n?```\s*$", re.DOTALL)
+_OPEN_FENCE = re.compile(r"^\s*```[\w-]*\s*\n")
 _NAME = re.compile(r"[^a-zA-Z0-9_-]+")
 
 
@@ -80,6 +82,17 @@ class OutputSchema:
         if isinstance(value, dict) and value.keys() == {WRAPPER}:
             value = value[WRAPPER]
         return self.adapter.validate_json(json.dumps(value))
+
+    def validate_partial(self, text: str) -> Any:
+        """The value the start of a JSON answer stands for so far (pydantic's partial validation).
+
+        Raises `ValueError` (`pydantic.ValidationError` included) while it is not one yet.
+        """
+        text = _OPEN_FENCE.sub("", text, count=1)
+        value = pydantic_core.from_json(text, allow_partial="trailing-strings")
+        if self.wrapped and isinstance(value, dict) and value.keys() == {WRAPPER}:
+            value = value[WRAPPER]
+        return self.adapter.validate_python(value, experimental_allow_partial="trailing-strings")
 
     def feedback(self, error: pydantic.ValidationError) -> str:
         """The message that tells the model why its answer failed and what to send instead."""

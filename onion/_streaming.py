@@ -7,7 +7,10 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 from ._calls import RunResult
-from ._events import Event, ModelCallFinished, RunFinished, RunPaused, StreamReset, TextDelta
+from ._events import Event, ModelCallFinished, PartialOutput, RunFinished, RunPaused, StreamReset, TextDelta
+from ._output import OutputSchema, output_schema
+
+_NOTHING: Any = object()
 
 
 class EventQueue:
@@ -18,19 +21,28 @@ class EventQueue:
     fallback or an `on_error` recovery, a layer that changed the text), it
     sends `StreamReset` and the answer as one `TextDelta` before
     `ModelCallFinished`: the text shown always ends up being the text the
-    run returns. `None` marks the end.
+    run returns. With an `output_type` other than `str`, each `TextDelta`
+    that changes the partially validated answer is followed by
+    `PartialOutput`. `None` marks the end.
     """
 
-    __slots__ = ("_queue", "_shown")
+    __slots__ = ("_partial", "_queue", "_sent", "_shown")
 
-    def __init__(self) -> None:
+    def __init__(self, output_type: Any = str) -> None:
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
         self._shown: list[str] = []
+        self._partial: OutputSchema | None = None if output_type is str else output_schema(output_type)
+        self._sent: Any = _NOTHING
 
     def put(self, event: Event) -> None:
         if isinstance(event, TextDelta):
             self._shown.append(event.text)
+            if self._partial is not None:
+                self._queue.put_nowait(event)
+                self._send_partial()
+                return
         elif isinstance(event, ModelCallFinished):
+            self._sent = _NOTHING
             shown, self._shown = "".join(self._shown), []
             answer = event.response.text
             if shown != answer:
@@ -40,7 +52,19 @@ class EventQueue:
                     self._queue.put_nowait(TextDelta(answer))
         elif isinstance(event, StreamReset):
             self._shown.clear()
+            self._sent = _NOTHING
         self._queue.put_nowait(event)
+
+    def _send_partial(self) -> None:
+        """`PartialOutput` when the text so far validates as a value other than the last one sent."""
+        assert self._partial is not None
+        try:
+            value = self._partial.validate_partial("".join(self._shown))
+        except ValueError:
+            return
+        if value != self._sent:
+            self._sent = value
+            self._queue.put_nowait(PartialOutput(value))
 
     def end(self) -> None:
         """No more events: the run ended."""
@@ -51,12 +75,14 @@ class EventQueue:
         return await self._queue.get()
 
 
-async def streamed(produce: Callable[[Callable[[Event], None]], Awaitable[RunResult[Any]]]) -> AsyncGenerator[Event]:
+async def streamed(
+    produce: Callable[[Callable[[Event], None]], Awaitable[RunResult[Any]]], output_type: Any = str
+) -> AsyncGenerator[Event]:
     """The events of the run `produce(emit)` runs, as they happen; then `RunFinished` (or `RunPaused`).
 
-    Leaving early cancels the run.
+    `output_type`: the run's (other than `str`: `PartialOutput` events too). Leaving early cancels the run.
     """
-    queue = EventQueue()
+    queue = EventQueue(output_type)
 
     async def produced() -> RunResult[Any]:
         try:
