@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
-from onion import Handler, ModelCall, ModelResponse, ToolCall, ToolResult, stores
+from onion import ModelCall, ModelNext, ModelResponse, ToolCall, ToolNext, ToolResult, stores
 from onion.stores import CacheStore
 
 from ._cache_entries import (
@@ -171,32 +171,32 @@ class cache:
         self._reported: set[str] = set()
         self._failing = False
 
-    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
         scope = self._scope(call)
         if scope is _UNCACHED:
-            return await call_next(call)  # type: ignore[no-any-return]
+            return await call_next(call)
         key = request_key(call, self.namespace, scope)
         found = await self.store.get(key)
         if found is not None:
             self._count(call, hit=True)
             return decode_response(found)
         self._count(call, hit=False)
-        response: ModelResponse = await call_next(call)
+        response = await call_next(call)
         if not response.cached and not holds_sensitive(response_contents(response.message)):
             await self._store(key, encode_response(response, call))
         return response
 
-    async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
+    async def wrap_tool(self, call: ToolCall, call_next: ToolNext) -> ToolResult:
         scope = self._scope(call) if self._caches_tool(call) else _UNCACHED
         if scope is _UNCACHED:
-            return await call_next(call)  # type: ignore[no-any-return]
+            return await call_next(call)
         key = tool_key(call, self.namespace, scope)
         found = await self.store.get(key)
         if found is not None:
             self._count(call, hit=True)
             return ToolResult(content=json.loads(found), call_id=call.id)
         self._count(call, hit=False)
-        result: ToolResult = await call_next(call)
+        result = await call_next(call)
         if not result.is_error and isinstance(result.content, str) and not holds_sensitive(result.content):
             await self._store(key, json.dumps(result.content))
         return result

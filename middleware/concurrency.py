@@ -6,16 +6,20 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVar
 
-from onion import Handler, ModelCall, ModelResponse, ToolCall, ToolResult
+from onion import ModelCall, ModelNext, ModelResponse, ToolCall, ToolNext, ToolResult
 from onion.stores import SlotStore
 from onion.tracing import waited
 
 from ._shared_slots import SharedSlots
 
 __all__ = ["concurrency"]
+
+
+C = TypeVar("C")
+R = TypeVar("R")
 
 
 class Slots:
@@ -142,25 +146,25 @@ class concurrency:
         every = [self._tools, self._models, *self._per_tool.values()]
         return sum(slots.waiting for slots in every if slots is not None)
 
-    async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
+    async def wrap_tool(self, call: ToolCall, call_next: ToolNext) -> ToolResult:
         own = self._per_tool.get(call.name)
         if own is None:
-            return await _within(self._tools, call, call_next)  # type: ignore[no-any-return]
+            return await _within(self._tools, call, call_next)
         if isinstance(own, SharedSlots):
             async with own.hold():
-                return await _within(self._tools, call, call_next)  # type: ignore[no-any-return]
+                return await _within(self._tools, call, call_next)
         assert own is not None
         await own.acquire()
         try:
-            return await _within(self._tools, call, call_next)  # type: ignore[no-any-return]
+            return await _within(self._tools, call, call_next)
         finally:
             own.release()
 
-    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
-        return await _within(self._models, call, call_next)  # type: ignore[no-any-return]
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
+        return await _within(self._models, call, call_next)
 
 
-async def _within(slots: Slots | SharedSlots | None, ctx: Any, call_next: Handler) -> Any:
+async def _within(slots: Slots | SharedSlots | None, ctx: C, call_next: Callable[[C], Awaitable[R]]) -> R:
     """`call_next(ctx)`, holding one of `slots` if there are any."""
     if slots is None:
         return await call_next(ctx)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any
 
-from onion import Handler, ModelCall, ModelResponse, ToolCall, ToolResult
+from onion import ModelCall, ModelNext, ModelResponse, ToolCall, ToolNext, ToolResult
 from onion.errors import ModelError
 from onion.tracing import waited
 
@@ -154,22 +154,22 @@ class retry:
         """Seconds since the first attempt, on `clock`."""
         return self.clock() - state.kwargs["started"]  # type: ignore[no-any-return]
 
-    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
         started = self.clock()
         async for attempt in self._model.copy():
             with attempt:
                 attempt.retry_state.kwargs = {"ctx": call, "started": started}
-                return await call_next(call)  # type: ignore[no-any-return]
+                return await call_next(call)
         raise AssertionError("unreachable: tenacity reraises the last error")
 
-    async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
+    async def wrap_tool(self, call: ToolCall, call_next: ToolNext) -> ToolResult:
         if not self._selects(call):
-            return await call_next(call)  # type: ignore[no-any-return]
+            return await call_next(call)
         started = self.clock()
         async for attempt in self._tool.copy():
             with attempt:
                 attempt.retry_state.kwargs = {"ctx": call, "started": started}
-                return await call_next(call)  # type: ignore[no-any-return]
+                return await call_next(call)
         raise AssertionError("unreachable: tenacity reraises the last error")
 
     def _selects(self, call: ToolCall) -> bool:

@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVar
 
-from onion import Handler, ModelCall, ModelResponse, OnionError, Run, RunResult, ToolCall, ToolResult
+from onion import (
+    ModelCall,
+    ModelNext,
+    ModelResponse,
+    OnionError,
+    Run,
+    RunNext,
+    RunResult,
+    ToolCall,
+    ToolNext,
+    ToolResult,
+)
 from onion.errors import ModelTimeoutError
+
+C = TypeVar("C")
+R = TypeVar("R")
 
 
 class TimeoutExceeded(OnionError, TimeoutError):
@@ -68,27 +82,27 @@ class timeout:
         wraps = {"run": run is not None, "model": seconds is not None, "tool": bool(tools or self.per_tool)}
         self.wrap_only = tuple(kind for kind, used in wraps.items() if used)
 
-    async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
+    async def wrap_run(self, run: Run, call_next: RunNext) -> RunResult:
         if self.run is None:
-            return await call_next(run)  # type: ignore[no-any-return]
-        return await _bounded(run, call_next, self.run, TimeoutExceeded, "run", run.agent.name)  # type: ignore[no-any-return]
+            return await call_next(run)
+        return await _bounded(run, call_next, self.run, TimeoutExceeded, "run", run.agent.name)
 
-    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
         if self.seconds is None:
-            return await call_next(call)  # type: ignore[no-any-return]
+            return await call_next(call)
         name = str(getattr(call.model, "name", call.model))
-        return await _bounded(call, call_next, self.seconds, ModelCallTimeout, "model", name)  # type: ignore[no-any-return]
+        return await _bounded(call, call_next, self.seconds, ModelCallTimeout, "model", name)
 
-    async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
+    async def wrap_tool(self, call: ToolCall, call_next: ToolNext) -> ToolResult:
         seconds = self.per_tool.get(call.name, self.tools)
         if seconds is None:
-            return await call_next(call)  # type: ignore[no-any-return]
-        return await _bounded(call, call_next, seconds, TimeoutExceeded, "tool", call.name)  # type: ignore[no-any-return]
+            return await call_next(call)
+        return await _bounded(call, call_next, seconds, TimeoutExceeded, "tool", call.name)
 
 
 async def _bounded(
-    ctx: Any, call_next: Handler, seconds: float, error: type[TimeoutExceeded], kind: str, name: str
-) -> Any:
+    ctx: C, call_next: Callable[[C], Awaitable[R]], seconds: float, error: type[TimeoutExceeded], kind: str, name: str
+) -> R:
     scope = asyncio.timeout(seconds)
     try:
         async with scope:
