@@ -10,11 +10,23 @@ import sys
 import time
 from collections.abc import Callable
 
-from . import concurrency, durable, imports, library, loop, peers, redis_stores, serve, stack, tracing
+from . import concurrency, durable, imports, library, loop, peers, redis_stores, serve, stack, temporal, tracing
 from .table import Row, render
 from .timing import FULL, QUICK, SMOKE, Scale
 
-SECTIONS = ("stack", "loop", "tracing", "peers", "concurrency", "library", "durable", "redis", "serve", "import")
+SECTIONS = (
+    "stack",
+    "loop",
+    "tracing",
+    "peers",
+    "concurrency",
+    "library",
+    "durable",
+    "redis",
+    "serve",
+    "temporal",
+    "import",
+)
 
 
 def machine() -> str:
@@ -53,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         "durable": lambda: durable.rows(scale),
         "redis": lambda: redis_stores.rows(scale),
         "serve": lambda: serve.rows(scale),
+        "temporal": lambda: temporal.rows(scale, python),
         "import": lambda: imports.rows(scale),
     }
     rows: list[Row] = []
