@@ -358,7 +358,7 @@ class pseudonymize:
             hidden = [self.text(part, pseudonyms) if isinstance(part, str) else part for part in content]
         if hidden == content:
             return result
-        return ToolResult(hidden, is_error=result.is_error, call_id=result.call_id, value=result.value)
+        return result.replace(content=hidden)
 
 
 def _session_key(run: Run) -> str | None:
@@ -376,9 +376,7 @@ def _with_message(response: ModelResponse, message: Message) -> ModelResponse:
     """`response` with `message` in place of its own (itself when that is the same)."""
     if message is response.message:
         return response
-    return ModelResponse(
-        message, response.usage, response.stop_reason, model=response.model, cached=response.cached, raw=response.raw
-    )
+    return response.replace(message=message)
 
 
 class RestoredEvents:
@@ -411,7 +409,7 @@ class RestoredEvents:
             content = restore(result.content) if isinstance(result.content, str) else result.content
             if isinstance(content, list):
                 content = [restore(part) if isinstance(part, str) else part for part in content]
-            restored = ToolResult(content, is_error=result.is_error, call_id=result.call_id, value=result.value)
+            restored = result.replace(content=content)
             event = ToolResultEvent(event.call_id, event.name, restored)
         self.emit(event)
 

@@ -162,14 +162,7 @@ class redact:
         if self.responses:
             redacted = self.message(response.message)
             if redacted is not response.message:
-                response = ModelResponse(
-                    redacted,
-                    response.usage,
-                    response.stop_reason,
-                    model=response.model,
-                    cached=response.cached,
-                    raw=response.raw,
-                )
+                response = response.replace(message=redacted)
         return response
 
     async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
@@ -177,7 +170,7 @@ class redact:
         if self.tool_results and result.content:
             content = self._content(result.content)
             if content != result.content:
-                return ToolResult(content=content, is_error=result.is_error, call_id=result.call_id, value=result.value)
+                return result.replace(content=content)
         return result
 
 

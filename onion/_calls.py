@@ -420,6 +420,19 @@ class ModelResponse:
     def tool_calls(self) -> list[ToolRequest]:
         return self.message.tool_calls
 
+    def replace(self, **changes: Any) -> ModelResponse:
+        """A copy with `changes` (`message=`, `usage=`, `stop_reason=`, `model=`, `cached=`, `raw=`), the rest kept.
+
+        A layer that rewrites a response returns `response.replace(message=...)`.
+        """
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        unknown = changes.keys() - fields.keys()
+        if unknown:
+            raise TypeError(f"ModelResponse.replace() got unknown fields {sorted(unknown)}; it has {sorted(fields)}")
+        fields.update(changes)
+        message, usage, stop_reason = fields.pop("message"), fields.pop("usage"), fields.pop("stop_reason")
+        return ModelResponse(message, usage, stop_reason, **fields)
+
     def __repr__(self) -> str:
         return f"<ModelResponse text={self.text!r:.40} tool_calls={[c.name for c in self.tool_calls]}>"
 
@@ -446,6 +459,15 @@ class ToolResult:
     def text(self) -> str:
         """`content` as text: itself, or its text parts with images and documents described (for logs)."""
         return content_text(self.content)
+
+    def replace(self, **changes: Any) -> ToolResult:
+        """A copy with `changes` (`content=`, `is_error=`, `call_id=`, `value=`), the rest kept."""
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        unknown = changes.keys() - fields.keys()
+        if unknown:
+            raise TypeError(f"ToolResult.replace() got unknown fields {sorted(unknown)}; it has {sorted(fields)}")
+        fields.update(changes)
+        return ToolResult(fields.pop("content"), **fields)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ToolResult) and (self.content, self.is_error, self.call_id) == (
