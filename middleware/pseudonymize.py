@@ -28,6 +28,7 @@ from onion import (
     output_schema,
 )
 from onion.errors import MiddlewareError, RunBusy, RunStateError
+from onion.scrub import rewrite_message
 
 from ._message_memo import MessageMemo
 from ._vault import PROCESS_VAULT, MemoryVault, Vault, vault_key
@@ -208,31 +209,9 @@ class pseudonymize:
 
     def message(self, message: Message, pseudonyms: Pseudonyms) -> Message:
         """`message` with its values replaced: itself when nothing matched, otherwise a new `Message`."""
-        text = self.text(message.text, pseudonyms) if message.text else message.text
-        calls = [
-            ToolRequest(
-                id=call.id,
-                name=call.name,
-                args=self._value(call.args, pseudonyms),
-                raw_args=None if call.raw_args is None else self.text(call.raw_args, pseudonyms),
-            )
-            for call in message.tool_calls
-        ]
-        content = message.content
-        if content is not None:  # text parts replaced, images and documents kept
-            content = [self.text(part, pseudonyms) if isinstance(part, str) else part for part in content]
-            if content != message.content:
-                text = "\n".join(part for part in content if isinstance(part, str))
-        if (
-            content == message.content
-            and text == message.text
-            and all(
-                (new.args, new.raw_args) == (old.args, old.raw_args)
-                for new, old in zip(calls, message.tool_calls, strict=True)
-            )
-        ):
-            return message
-        return replace(message, text=text, tool_calls=calls, content=content)
+        return rewrite_message(
+            message, lambda text: self.text(text, pseudonyms), lambda args: self._value(args, pseudonyms)
+        )
 
     def _input(self, value: Any, pseudonyms: Pseudonyms) -> Any:
         """The run's input (`run.input`, kept in its `RunState`) with its values replaced."""

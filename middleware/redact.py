@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -19,10 +18,9 @@ from onion import (
     StreamReset,
     TextDelta,
     ToolCall,
-    ToolRequest,
     ToolResult,
 )
-from onion.scrub import rewrite_strings
+from onion.scrub import rewrite_message, rewrite_strings
 
 from ._message_memo import MessageMemo
 from .patterns import BUILTIN, luhn_valid, open_match_start, scrub
@@ -94,13 +92,6 @@ class redact:
             text = rule(text)
         return text
 
-    def _request(self, request: ToolRequest) -> ToolRequest:
-        args = rewrite_strings(request.args, self.text, self.replacement if self.builtin else None)
-        raw_args = None if request.raw_args is None else self.text(request.raw_args)
-        if args == request.args and raw_args == request.raw_args:
-            return request
-        return ToolRequest(id=request.id, name=request.name, args=args, raw_args=raw_args)
-
     def _content(self, content: str | list[Part]) -> str | list[Part]:
         """Text, or each text part of a list, redacted; images and documents pass untouched."""
         if isinstance(content, str):
@@ -108,25 +99,12 @@ class redact:
         return [self.text(part) if isinstance(part, str) else part for part in content]
 
     def message(self, message: Message) -> Message:
-        """`message` redacted: itself when nothing matched, otherwise a new `Message`.
+        """`message` redacted: itself when nothing matched, otherwise a new `Message` (`onion.scrub.rewrite_message`).
 
         A message with parts has each text part redacted; its images and documents are kept as they are.
         """
-        text = self.text(message.text) if message.text else message.text
-        calls = [self._request(call) for call in message.tool_calls]
-        content = message.content
-        if content is not None:
-            redacted = [self.text(part) if isinstance(part, str) else part for part in content]
-            if redacted != content:
-                return replace(
-                    message,
-                    text="\n".join(part for part in redacted if isinstance(part, str)),
-                    tool_calls=calls,
-                    content=redacted,
-                )
-        if text == message.text and all(new is old for new, old in zip(calls, message.tool_calls, strict=True)):
-            return message
-        return replace(message, text=text, tool_calls=calls)
+        secret = self.replacement if self.builtin else None
+        return rewrite_message(message, self.text, lambda args: rewrite_strings(args, self.text, secret))
 
     async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
         """Layers inside see the run's `input` redacted (a `log` there records it so); restored after."""

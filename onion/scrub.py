@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
+
+from ._messages import Message, ToolRequest
 
 _KEY_START = r"(?:(?<![A-Za-z0-9].)|(?<=\\[nrtbf].))"
 """Checked after a key's first character: the key does not start inside a word, or starts right after an
@@ -209,6 +212,35 @@ def rewrite_strings(value: Any, text: Callable[[str], str], secret: str | None =
     if isinstance(value, list | tuple):
         return [rewrite_strings(item, text, secret) for item in value]
     return value
+
+
+def rewrite_message(
+    message: Message, text: Callable[[str], str], args: Callable[[dict[str, Any]], Any] | None = None
+) -> Message:
+    """`message` with `text` applied to its text, its text parts and each tool call's raw arguments, and `args`
+    (default: `text` on every string in them) to each tool call's arguments.
+
+    Returns `message` itself when nothing changed, otherwise a new `Message`
+    (images and documents kept as they are). `redact` and `pseudonymize` rewrite
+    messages with it.
+    """
+    new_text = text(message.text) if message.text else message.text
+    rewrite_args = args if args is not None else partial(rewrite_strings, text=text)
+    calls = []
+    for call in message.tool_calls:
+        new_args = rewrite_args(call.args)
+        raw_args = None if call.raw_args is None else text(call.raw_args)
+        same = new_args == call.args and raw_args == call.raw_args
+        calls.append(call if same else ToolRequest(id=call.id, name=call.name, args=new_args, raw_args=raw_args))
+    content = message.content
+    if content is not None:
+        parts = [text(part) if isinstance(part, str) else part for part in content]
+        if parts != content:
+            joined = "\n".join(part for part in parts if isinstance(part, str))
+            return replace(message, text=joined, tool_calls=calls, content=parts)
+    if new_text == message.text and all(new is old for new, old in zip(calls, message.tool_calls, strict=True)):
+        return message
+    return replace(message, text=new_text, tool_calls=calls)
 
 
 _SEPARATOR = r"[ \-.\u00a0\u2007\u202f]"
