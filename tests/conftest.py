@@ -21,6 +21,12 @@ settings.register_profile("explore", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "slow: multi-process or real-time tests (`make test` runs them; `pytest -m 'not slow'` skips them)"
+    )
+
+
 def server_threads() -> list[threading.Thread]:
     """Threads started by a FakeProviderServer (its loop and its per-connection handlers)."""
     return [t for t in threading.enumerate() if t.name == "FakeProviderServer" or "process_request_thread" in t.name]

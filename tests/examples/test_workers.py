@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # several processes in real time
+
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
 

@@ -23,6 +23,8 @@ from onion.providers import AnthropicModel
 from onion.stores import SQLiteStore
 from onion.testing import Delay, FakeProviderServer, call
 
+pytestmark = pytest.mark.slow  # several processes in real time
+
 WORKER = """
 import asyncio, os, sys, time
 from pathlib import Path

@@ -7,10 +7,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from middleware import approve
 from onion import Agent, ModelCall, ToolRequest, tool
 from onion.stores import SQLiteStore
 from onion.testing import FunctionModel
+
+pytestmark = pytest.mark.slow  # several processes in real time
 
 WORKER = """
 import asyncio, sys

@@ -9,8 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from onion import Message, ModelResponse, ToolRequest
 from onion.testing import FakeProviderServer
+
+pytestmark = pytest.mark.slow  # several processes in real time
 
 ROOT = Path(__file__).parents[2]
 WORKER = Path(__file__).with_name("pause_worker.py")

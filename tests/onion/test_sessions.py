@@ -44,6 +44,7 @@ RUN_ONE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 async def test_three_runs_on_one_session_across_two_processes_see_the_whole_conversation(tmp_path: Path) -> None:
     """Runs in this process and in a subprocess continue one SQLite session, each seeing all before it."""
     path = tmp_path / "onion.db"

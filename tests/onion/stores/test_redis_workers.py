@@ -20,6 +20,8 @@ from onion.errors import RunBusy
 from onion.stores import RedisStore
 from onion.testing import FakeProviderServer, FunctionModel, HTTPError, RecordedRequest, ServerItem
 
+pytestmark = pytest.mark.slow  # several processes in real time
+
 ROOT = Path(__file__).resolve().parents[3]
 WORKER = Path(__file__).with_name("redis_worker.py")
 
