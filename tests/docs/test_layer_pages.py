@@ -1,9 +1,11 @@
-"""Each built-in layer's section of docs/middleware-library.md (its page on the site) states its real signature."""
+"""Each built-in layer's section of docs/middleware-library.md (its page on the site) states its real signature,
+what it does, where it goes in the order and when it fails; every layer of `middleware.__all__` has a page."""
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import importlib.util
 import inspect
 import logging
 import re
@@ -14,6 +16,13 @@ from typing import Any
 import pytest
 
 import middleware
+
+ROOT = Path(__file__).parents[2]
+_spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs_hooks.py")
+assert _spec and _spec.loader
+docs_hooks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(docs_hooks)
+PARTS = ("**Where it goes.**", "**When it fails.**")
 
 LIBRARY = Path(__file__).parents[2] / "docs" / "middleware-library.md"
 KINDS = {
@@ -107,3 +116,60 @@ def test_the_signature_reader_sees_a_missing_option_and_a_wrong_default() -> Non
     shown = documented("concurrency", "`concurrency(limit=4, *, per_tool=None)`")
     assert shown == [("limit", "positional", 4), ("per_tool", "keyword", None)]
     assert shown != actual(middleware.concurrency)
+
+
+def missing_parts(name: str, text: str) -> list[str]:
+    """What a layer section lacks of: what it does, its options with defaults, where it goes, when it fails."""
+    missing = []
+    first = text.strip().split("\n\n")[0]
+    said = re.sub(r"`[^`]*`", "", first)
+    if documented(name, first) is None or len(re.findall(r"[a-z]{3,}", said)) < 3:
+        missing.append("what it does (a first paragraph with the signature and a sentence)")
+    if documented(name, text) is None:
+        missing.append("its options with defaults (`name(...)`)")
+    missing += [part for part in PARTS if part not in text]
+    return missing
+
+
+@pytest.mark.parametrize("page", list(docs_hooks.layer_sections()))
+def test_each_layer_section_says_what_it_does_its_options_where_it_goes_and_when_it_fails(page: str) -> None:
+    """A layer's section (its page) has all four parts; the signature's match with the code is tested above."""
+    text = docs_hooks.layer_sections()[page]
+    missing = [(name, part) for name in docs_hooks.layer_names(page) for part in missing_parts(name, text)]
+    assert not missing, f"the {page} section of docs/middleware-library.md lacks {missing}"
+
+
+def test_a_section_missing_a_part_is_seen() -> None:
+    """The part reader fails a section without where it goes, when it fails, or a sentence saying what it does."""
+    whole = "`limit(n=1)` bounds what one run may do.\n\n**Where it goes.** Outside.\n\n**When it fails.** Raises.\n"
+    assert missing_parts("limit", whole) == []
+    assert missing_parts("limit", whole.replace("**Where it goes.**", "")) == ["**Where it goes.**"]
+    assert missing_parts("limit", whole.replace("**When it fails.**", "")) == ["**When it fails.**"]
+    assert len(missing_parts("limit", whole.replace(" bounds what one run may do.", ""))) == 1
+    assert len(missing_parts("limit", "Bounds what one run may do, in a sentence.\n")) == 4
+
+
+def _layers() -> list[str]:
+    """The built-ins of `middleware.__all__` that are layers (classes made with their options)."""
+    return [name for name in middleware.__all__ if inspect.isclass(getattr(middleware, name))]
+
+
+def test_every_built_in_layer_has_a_page_in_the_site() -> None:
+    """Each layer of `middleware.__all__` is covered by a generated `layers/NAME.md` page that shows its section."""
+    covered = {name: page for page in docs_hooks.layer_sections() for name in docs_hooks.layer_names(page)}
+    assert len(_layers()) >= 20
+    missing = [name for name in _layers() if name not in covered]
+    assert not missing, f"layers with no page (a `## name` section of docs/middleware-library.md): {missing}"
+    for name in _layers():
+        page = docs_hooks.layer_page(covered[name])
+        assert f"`{name}(" in page and all(part in page for part in PARTS), name
+
+
+def test_the_library_page_keeps_its_overview_and_order_and_links_each_layer_page() -> None:
+    """On the site the library page keeps the overview and recommended order, and links every layer's page."""
+    page = docs_hooks.library_page()
+    assert page.startswith("# The middleware library") and "## Recommended order" in page
+    assert "## Sub-agents" in page
+    for layer in docs_hooks.layer_sections():
+        assert f"(layers/{layer}.md)" in page, layer
+    assert "**When it fails.**" not in page  # the detail is on the layer pages

@@ -95,3 +95,14 @@ def test_a_page_not_written_yet_is_in_the_nav_as_coming(site: Path) -> None:
     for name in ("temporal", "serve"):
         page = (site / f"{name}.html").read_text()
         assert (ROOT / "docs" / f"{name}.md").exists() or "this page is coming" in page
+
+
+def test_each_layer_has_a_page_in_the_layers_nav_group_linked_from_the_library(site: Path) -> None:
+    """`layers/NAME.html` is built for every layer section, listed under "Layers" and linked from the library page."""
+    library = (site / "middleware-library.html").read_text()
+    index = (site / "index.html").read_text()
+    assert "Layers" in index
+    for name in docs_hooks.layer_sections():
+        page = (site / "layers" / f"{name}.html").read_text()
+        assert "Where it goes." in page and "When it fails." in page, name
+        assert f'href="layers/{name}.html"' in library and f'href="layers/{name}.html"' in index, name
