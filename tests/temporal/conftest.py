@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import socket
 import subprocess
@@ -40,6 +41,18 @@ def _free_ports(count: int) -> list[int]:
     return ports
 
 
+def _until_it_answers(address: str, deadline: float) -> None:
+    """Waits until a client connects: the server listens a little before it answers."""
+    while True:
+        try:
+            asyncio.run(Client.connect(address))
+            return
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 @pytest.fixture(scope="session")
 def temporal_address() -> Iterator[str]:
     """`host:port` of a dev server started for this session (in-memory) and stopped after it."""
@@ -65,6 +78,7 @@ def temporal_address() -> Iterator[str]:
                 server.kill()
                 pytest.fail("temporal server start-dev did not listen within 60 s")
             time.sleep(0.2)
+    _until_it_answers(f"127.0.0.1:{port}", deadline)
     yield f"127.0.0.1:{port}"
     server.terminate()
     try:
