@@ -5,7 +5,8 @@ start / content / end, tool calls as start / args / end and their results,
 a `STATE_SNAPSHOT` of `run.state`, then `RUN_FINISHED` (or `RUN_ERROR`). A
 run that pauses finishes with the interrupt outcome, one interrupt per
 pending call (its id `<run_id>/<call_id>`); an input with `resume` entries
-decides them through the same path as `POST /runs/{run_id}/decisions`.
+decides them through the same path as `POST /runs/{run_id}/decisions` and
+streams the resumed run's events the same way.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pydantic import ValidationError
 
 from onion import (
     Agent,
+    Event,
     Message,
     ModelCallFinished,
     RunFinished,
@@ -33,7 +35,7 @@ from onion import (
 )
 
 from ._bodies import Decisions, Problem, jsonable
-from ._runs import decide, error_json
+from ._runs import decided, error_json, resumed
 
 
 def parse(data: dict[str, Any]) -> core.RunAgentInput:
@@ -53,12 +55,12 @@ async def events(agent: Agent[Any], given: core.RunAgentInput) -> AsyncIterator[
     yield encode(core.RunStartedEvent(thread_id=thread, run_id=run)).encode()
     try:
         if given.resume:
-            result = await decide(agent, *decisions(given.resume))
-            for event in answer_events(result):
-                yield encode(event).encode()
+            state = await decided(agent, *decisions(given.resume))
+            source = resumed(agent, state)
         else:
-            async for event in translated(agent, given):
-                yield encode(event).encode()
+            source = started(agent, given)
+        async for event in translated(source, given):
+            yield encode(event).encode()
     except Problem as problem:
         yield encode(core.RunErrorEvent(message=problem.message, code=str(problem.status))).encode()
     except Exception as error:
@@ -66,16 +68,22 @@ async def events(agent: Agent[Any], given: core.RunAgentInput) -> AsyncIterator[
         yield encode(core.RunErrorEvent(message=failed["message"], code=failed["error"])).encode()
 
 
-async def translated(agent: Agent[Any], given: core.RunAgentInput) -> AsyncIterator[core.BaseEvent]:
-    """onion's events of a streamed run as AG-UI events, text messages opened and closed around the deltas."""
+def started(agent: Agent[Any], given: core.RunAgentInput) -> AsyncIterator[Event]:
+    """The events of the run `given` asks for (its thread the session when the agent has a store)."""
     session = given.thread_id if agent.store is not None else None
     history = messages(given.messages)
     if not history:
         raise Problem(422, "field 'messages' is empty: send the conversation, its last message the user's")
     input: Any = history[-1:] if session is not None else history
     state = given.state if isinstance(given.state, dict) else None
+    return agent.stream(input, state=state, session=session)
+
+
+async def translated(source: AsyncIterator[Event], given: core.RunAgentInput) -> AsyncIterator[core.BaseEvent]:
+    """onion's events of a streamed run (or resume) as AG-UI events, text messages opened and closed around the
+    deltas."""
     text: str | None = None
-    async for event in agent.stream(input, state=state, session=session):
+    async for event in source:
         if isinstance(event, TextDelta) and event.text:
             if text is None:
                 text = new_id()
@@ -98,24 +106,9 @@ async def translated(agent: Agent[Any], given: core.RunAgentInput) -> AsyncItera
                 yield finished
 
 
-def answer_events(result: RunResult[Any]) -> list[core.BaseEvent]:
-    """A resumed run's answer (not streamed): its text as one message, then how it finished."""
-    text = jsonable(result.output)
-    shown: list[core.BaseEvent] = []
-    if result.status == "completed" and text not in ("", None):
-        message = new_id()
-        shown.append(core.TextMessageStartEvent(message_id=message, role="assistant"))
-        shown.append(
-            core.TextMessageContentEvent(message_id=message, delta=text if isinstance(text, str) else json.dumps(text))
-        )
-        shown.append(core.TextMessageEndEvent(message_id=message))
-    return shown + finish(None, result)
-
-
-def finish(given: core.RunAgentInput | None, result: RunResult[Any]) -> list[core.BaseEvent]:
+def finish(given: core.RunAgentInput, result: RunResult[Any]) -> list[core.BaseEvent]:
     """`STATE_SNAPSHOT` (when the run has state) and `RUN_FINISHED`, with the interrupt outcome when paused."""
-    thread = given.thread_id if given is not None else (result.run_id)
-    run = given.run_id if given is not None else result.run_id
+    thread, run = given.thread_id, given.run_id
     done: list[core.BaseEvent] = []
     if result.state:
         done.append(core.StateSnapshotEvent(snapshot=result.state))
@@ -126,7 +119,7 @@ def finish(given: core.RunAgentInput | None, result: RunResult[Any]) -> list[cor
                 reason="approval",
                 message=call.reason,
                 tool_call_id=call.id,
-                metadata={"run_id": result.run_id, "name": call.name, "args": call.args},
+                metadata={"run_id": result.run_id, "kind": call.kind, "name": call.name, "args": call.args},
             )
             for call in result.pending
         ]

@@ -20,7 +20,7 @@ from ._auth import COOKIE, BodyTooLarge, Guard, derived
 from ._bodies import MAX_BODY, Problem, decisions, parse_json, result_json, run_request
 from ._channel import Channel, Channels, name_the_channel
 from ._page import error_page, form_decisions, inbox_page, sign_in_page
-from ._runs import decide, error_json, follow, listed, shown, start, store_of
+from ._runs import decide, decided, error_json, follow, listed, resume_streamed, shown, start, store_of
 
 FORM = "application/x-www-form-urlencoded"
 
@@ -91,14 +91,17 @@ def serve(
             raise Problem(
                 403, "a decision made with the page's cookie needs the page's CSRF token: decide from the page"
             )
-        result = await decide(agent, run_id, decisions(given))
+        if wants_sse(request) and not from_form:
+            state = await decided(agent, run_id, decisions(given))
+            return sse(await resume_streamed(agent, channels, state))
+        try:
+            result = await decide(agent, run_id, decisions(given))
+        except OnionError as error:  # the resumed run failed (a rejected model call or run: CallRejected)
+            if from_form:
+                raise Problem(500, error_json(error)["message"]) from None
+            return JSONResponse(error_json(error), 500)
         if from_form:
             return RedirectResponse(f"/#run-{run_id}", 303)
-        if wants_sse(request):
-            channel = Channel()  # a resume is not streamed: its answer is the one event
-            channel.put("run_paused" if result.paused else "run_finished", result_json(result))
-            channel.end()
-            return streamed(channel.follow(0, heartbeat))
         return JSONResponse(result_json(result))
 
     async def get_events(request: Request) -> Response:

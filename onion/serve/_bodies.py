@@ -100,7 +100,9 @@ def decisions(data: dict[str, Any]) -> Decisions:
 
 
 def pending_json(call: PendingCall) -> dict[str, Any]:
-    return {"id": call.id, "name": call.name, "args": call.args, "reason": call.reason}
+    """A pending call as JSON: `kind` "tool" (a tool call), "model" (a paused model call, `name` the model's) or
+    "run" (a paused run, `name` the agent's); only a tool call has arguments to edit."""
+    return {"id": call.id, "kind": call.kind, "name": call.name, "args": call.args, "reason": call.reason}
 
 
 def result_json(result: RunResult[Any]) -> dict[str, Any]:

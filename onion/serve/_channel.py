@@ -91,7 +91,11 @@ class Channels:
         channel.end()
         if channel.run_id is not None:
             run_id = channel.run_id
-            asyncio.get_running_loop().call_later(self.keep, lambda: self._by_run.pop(run_id, None))
+            asyncio.get_running_loop().call_later(self.keep, self._forget, run_id, channel)
+
+    def _forget(self, run_id: str, channel: Channel) -> None:
+        if self._by_run.get(run_id) is channel:  # a resume of the run may have a channel of its own since
+            del self._by_run[run_id]
 
 
 current: ContextVar[tuple[Channels, Channel] | None] = ContextVar("onion_serve_channel", default=None)

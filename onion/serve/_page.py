@@ -1,5 +1,7 @@
 """The page for people (`GET /`): the runs, each paused run's calls with approve / edit / reject, no JavaScript.
 
+Each pending call shows its kind (a tool call, a model call, a run); only a tool call can be edited.
+
 Everything shown comes from the store and is escaped; arguments and
 reasons are scrubbed of secrets as `python -m onion runs show` does (the
 editor starts from the scrubbed arguments: an edit replaces them whole).
@@ -59,20 +61,31 @@ def inbox_page(agent: str, runs: list[dict[str, Any]] | None, csrf: str) -> str:
     return page("Runs", "".join(parts))
 
 
+KINDS = {"tool": "tool call", "model": "model call", "run": "run"}
+"""How the page names a pending call's kind."""
+
+
 def paused_form(run: dict[str, Any], csrf: str) -> str:
     from middleware.patterns import scrub, scrub_value
 
     run_id = escape(run["run_id"])
     calls = []
     for call in run["pending"]:
-        key = escape(call["id"])
+        key, kind = escape(call["id"]), call.get("kind", "tool")
+        editable = kind == "tool"  # a paused model call or run has no arguments: the state refuses an edit
         args = escape(json.dumps(scrub_value(call["args"]), indent=2, ensure_ascii=False))
-        calls.append(
-            f"<fieldset><legend><b>{escape(call['name'])}</b> ({key}): {escape(scrub(call['reason']))}</legend>"
-            f"<label><input type=radio name='decision:{key}' value=approve checked> approve</label> "
+        edit = (
             f"<label><input type=radio name='decision:{key}' value=edit id='edit-{key}'> approve with these arguments"
-            f"</label> <label><input type=radio name='decision:{key}' value=reject id='reject-{key}'> reject</label>"
-            f"<textarea name='args:{key}' id='args-{key}' rows=4>{args}</textarea>"
+            f"</label> "
+            if editable
+            else ""
+        )
+        shown = f"<textarea name='args:{key}' id='args-{key}' rows=4>{args}</textarea>" if editable else ""
+        calls.append(
+            f"<fieldset><legend><span class=kind id='kind-{key}'>{escape(KINDS.get(kind, kind))}</span> "
+            f"<b>{escape(call['name'])}</b> ({key}): {escape(scrub(call['reason']))}</legend>"
+            f"<label><input type=radio name='decision:{key}' value=approve checked> approve</label> {edit}"
+            f"<label><input type=radio name='decision:{key}' value=reject id='reject-{key}'> reject</label>{shown}"
             f"<label>Reason to reject <input name='reason:{key}' id='reason-{key}'></label></fieldset>"
         )
     return (

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from middleware.patterns import scrub
-from onion import Agent, RunFinished, RunResult, RunState, RunStateError
+from onion import Agent, Event, RunFinished, RunResult, RunState, RunStateError
 from onion.errors import RunBusy, RunNotFound
 from onion.stores import RunRecord, Store
 
@@ -100,8 +100,9 @@ async def shown(store: Store, run_id: str) -> dict[str, Any]:
     return shown
 
 
-async def decide(agent: Agent[Any], run_id: str, decisions: Decisions) -> RunResult[Any]:
-    """Apply `decisions` to the paused run and resume it; 404 for an unknown run, 409 when it is not waiting."""
+async def decided(agent: Agent[Any], run_id: str, decisions: Decisions) -> RunState:
+    """The paused run's state with `decisions` applied; 404 for an unknown run, 409 when it is not waiting, 422
+    when a pending call is left undecided."""
     store = store_of(agent)
     try:
         state = await store.load(run_id)
@@ -123,9 +124,68 @@ async def decide(agent: Agent[Any], run_id: str, decisions: Decisions) -> RunRes
     undecided = [call.id for call in state.pending if call.decision is None]
     if undecided:
         raise Problem(422, f"calls {', '.join(undecided)} have no decision: approve, reject or edit every pending call")
+    return state
+
+
+async def decide(agent: Agent[Any], run_id: str, decisions: Decisions) -> RunResult[Any]:
+    """Apply `decisions` to the paused run and resume it (`decided`'s errors; 409 when another request won)."""
+    state = await decided(agent, run_id, decisions)
     try:
         return await agent.resume(state)
     except RunBusy as error:  # BatchDecided too: another request decided this batch first
         raise Problem(409, str(error)) from None
     except RunStateError as error:
         raise Problem(422, str(error)) from None
+
+
+async def resumed(agent: Agent[Any], state: RunState) -> AsyncIterator[Event]:
+    """`agent.resume_stream(state)`'s events; a claim refused before the first event is `Problem` 409 (another
+    request decided this batch or resumes the run) or 422, as `decide` answers it."""
+    first = True
+    try:
+        async for event in agent.resume_stream(state):
+            first = False
+            yield event
+    except RunBusy as error:
+        if first:
+            raise Problem(409, str(error)) from None
+        raise
+    except RunStateError as error:
+        if first:
+            raise Problem(422, str(error)) from None
+        raise
+
+
+async def resume_streamed(agent: Agent[Any], channels: Channels, state: RunState) -> Channel:
+    """Stream the decided run's resume in a task of its own, into a new channel bound to the run id (it goes on
+    when the client leaves). Answers once the resume has claimed the run: a claim refused raises `Problem`
+    before anything is sent."""
+    channel = Channel()
+    claimed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def begin() -> None:
+        if not claimed.done():
+            channels.bind(channel, state.run_id)
+            claimed.set_result(None)
+
+    async def pump() -> None:
+        try:
+            async for event in resumed(agent, state):
+                begin()
+                channel.put(event_name(event), event_json(event))
+        except Problem as problem:
+            if not claimed.done():
+                claimed.set_exception(problem)
+            else:
+                channel.put("run_failed", {"error": "Problem", "message": problem.message})
+        except Exception as error:
+            begin()
+            channel.put("run_failed", error_json(error))
+        finally:
+            if not claimed.done():  # cancelled before its first event
+                claimed.cancel()
+            channels.ended(channel)
+
+    channel.task = channels.keep_running(asyncio.create_task(pump()))
+    await claimed
+    return channel

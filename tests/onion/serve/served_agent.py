@@ -2,6 +2,7 @@
 
 Configured by the environment: FAKE_URL (the fake server), EFFECTS (a file each tool run appends a line to),
 ONION_TEST_DB (an SQLite store; none when unset), ONION_TEST_TOKEN (the token; none when unset).
+A question that says "costly" pauses its model calls (`kind` "model") until a person approves.
 """
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
+from typing import Any
 
 from middleware import approve
-from onion import Agent, tool
+from onion import Agent, ModelCall, tool
 from onion.providers import AnthropicModel
 from onion.serve import serve
 from onion.stores import SQLiteStore
@@ -46,6 +48,13 @@ async def slow(seconds: float) -> str:
     return "waited"
 
 
+async def costly(call: ModelCall, call_next: Any) -> Any:
+    """A model layer: a model call for a question that says "costly" waits for a person."""
+    if not call.approved and any(m.role == "user" and "costly" in m.text for m in call.messages):
+        return call.pause("this model call costs money")
+    return await call_next(call)
+
+
 database = os.environ.get("ONION_TEST_DB")
 model = AnthropicModel("claude-test", base_url=os.environ["FAKE_URL"], api_key="test-key")
 agent = Agent(
@@ -53,5 +62,5 @@ agent = Agent(
     tools=[lookup, delete, slow],
     name="served",
     store=SQLiteStore(database) if database else None,
-).use(approve("delete", reason="deleting needs a person"))
+).use(approve("delete", reason="deleting needs a person"), costly)
 app = serve(agent, token=os.environ.get("ONION_TEST_TOKEN") or None, heartbeat=0.2)

@@ -28,17 +28,19 @@ async def ag_ui(served: Served, given: dict[str, Any]) -> list[Any]:
         answer = await client.post("/ag-ui", json=given)
     assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/event-stream")
     events = [EVENTS.validate_python(e["data"]) for e in sse_events(answer.text)]
-    assert_valid_order(events)
+    resumed = {entry["interruptId"].partition("/")[2] for entry in given.get("resume", [])}
+    assert_valid_order(events, resumed)
     return events
 
 
-def assert_valid_order(events: list[Any]) -> None:
-    """Run started first, finished (or errored) last; text and tool calls opened, filled and closed in turn."""
+def assert_valid_order(events: list[Any], resumed: set[str] | frozenset[str] = frozenset()) -> None:
+    """Run started first, finished (or errored) last; text and tool calls opened, filled and closed in turn (a
+    call the input resumes was opened and closed in the run that paused: only its result comes)."""
     kinds = [e.type for e in events]
     assert kinds[0] == core.EventType.RUN_STARTED and kinds.count(core.EventType.RUN_STARTED) == 1
     assert kinds[-1] in (core.EventType.RUN_FINISHED, core.EventType.RUN_ERROR)
     text: str | None = None
-    calls: dict[str, str] = {}
+    calls: dict[str, str] = dict.fromkeys(resumed, "ended")
     for event in events[1:-1]:
         if event.type == core.EventType.TEXT_MESSAGE_START:
             assert text is None

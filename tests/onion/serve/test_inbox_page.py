@@ -39,7 +39,7 @@ async def test_a_person_signs_in_edits_a_paused_call_approves_it_and_sees_the_ru
         await browser.click("#sign-in")
         await asyncio.sleep(0.2)
         await browser.loaded(served.url + "/")
-        assert await browser.text(f"#run-{run_id} legend") == "delete (toolu_p): deleting needs a person"
+        assert await browser.text(f"#run-{run_id} legend") == "tool call delete (toolu_p): deleting needs a person"
         assert '"path": "inbox.txt"' in str(await browser.evaluate("document.querySelector('#args-toolu_p').value"))
         await browser.click("#edit-toolu_p")
         await browser.click("#args-toolu_p")

@@ -66,7 +66,13 @@ async def test_a_paused_run_is_listed_shown_and_decided_once_by_two_concurrent_r
     paused = await paused_run(served, ("toolu_d1", "delete", {"path": "once.txt"}))
     run_id = paused["run_id"]
     assert paused["pending"] == [
-        {"id": "toolu_d1", "name": "delete", "args": {"path": "once.txt"}, "reason": "deleting needs a person"}
+        {
+            "id": "toolu_d1",
+            "kind": "tool",
+            "name": "delete",
+            "args": {"path": "once.txt"},
+            "reason": "deleting needs a person",
+        }
     ]
     served.fake.script(["deleted it"])
     async with served.client() as client:
