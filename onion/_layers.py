@@ -11,8 +11,8 @@ from types import FunctionType, MethodType
 from typing import Any
 
 from ._calls import Call, ModelCall, Run, ToolBatch, ToolCall
+from .types import KINDS as KINDS
 
-KINDS = ("run", "model", "tools", "tool")
 _KIND_OF_CLASS: dict[type, tuple[str, ...]] = {
     Run: ("run",),
     ModelCall: ("model",),

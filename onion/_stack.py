@@ -13,6 +13,7 @@ from typing import Any
 from ._handlers import Handler as Handler
 from ._layers import KINDS, Layer
 from .errors import MiddlewareError
+from .types import Kind
 
 
 class Stack:
@@ -60,7 +61,7 @@ class Stack:
                 yield item
                 yield from item._nested()
 
-    def layers(self, kind: str | None = None) -> list[Layer]:
+    def layers(self, kind: Kind | None = None) -> list[Layer]:
         """The flattened layers, outermost first; only those wrapping `kind` if given."""
         return [layer for layer in self._flatten() if kind is None or kind in layer.wraps]
 
@@ -73,7 +74,7 @@ class Stack:
 
     def compose(
         self,
-        kind: str,
+        kind: Kind,
         terminal: Handler,
         *,
         checked: bool | None = None,
@@ -110,7 +111,7 @@ class Stack:
             lines.append(f"  {kind + ':':7} {self._listing(kind) or '(none)'}")
         return "\n".join(lines)
 
-    def _listing(self, kind: str) -> str:
+    def _listing(self, kind: Kind) -> str:
         """The layers wrapping `kind`, nested stacks shown by name: `log -> shared[retry -> cache]`."""
         names = []
         for item in self._items:
@@ -168,13 +169,13 @@ def bind(function: Callable[..., Any], call_next: Handler) -> Handler:
     return lambda ctx: function(ctx, call_next)
 
 
-def expected_type(kind: str) -> type:
+def expected_type(kind: Kind) -> type:
     from ._calls import ModelResponse, RunResult, ToolResult
 
     return {"run": RunResult, "model": ModelResponse, "tools": list, "tool": ToolResult}[kind]
 
 
-def _checked(name: str, function: Callable[..., Any], call_next: Handler, kind: str) -> Handler:
+def _checked(name: str, function: Callable[..., Any], call_next: Handler, kind: Kind) -> Handler:
     """A layer wrapped so that its result and its use of `call_next` are checked."""
     expect = expected_type(kind)
     in_flight: set[int] = set()
@@ -197,12 +198,12 @@ def _checked(name: str, function: Callable[..., Any], call_next: Handler, kind: 
     return checked
 
 
-def concurrent_call_next(who: str, kind: str) -> MiddlewareError:
+def concurrent_call_next(who: str, kind: Kind) -> MiddlewareError:
     """The error for a layer that awaited `call_next` while an earlier await for the same call was running."""
     return MiddlewareError(f"{who} awaited call_next concurrently for the same {kind} call")
 
 
-def bad_result(stack: Stack, kind: str, result: Any, *, expected_count: int | None = None) -> MiddlewareError:
+def bad_result(stack: Stack, kind: Kind, result: Any, *, expected_count: int | None = None) -> MiddlewareError:
     """The error for a fast chain of `stack` whose result is not what a `kind` chain must return.
 
     Names the culprit when it can be known: the only layer, or the layer that
@@ -215,7 +216,7 @@ def bad_result(stack: Stack, kind: str, result: Any, *, expected_count: int | No
     return MiddlewareError(blame(layers, kind, result))
 
 
-def blame(layers: list[Layer], kind: str, result: Any) -> str:
+def blame(layers: list[Layer], kind: Kind, result: Any) -> str:
     """Name the layer of a fast chain that returned `result` of the wrong type."""
     if inspect.iscoroutine(result):
         codes: list[CodeType | None] = [_code(layer.wraps[kind]) for layer in layers]
@@ -233,7 +234,7 @@ def blame(layers: list[Layer], kind: str, result: Any) -> str:
     )
 
 
-def wrong_result(name: str, kind: str, result: Any) -> str:
+def wrong_result(name: str, kind: Kind, result: Any) -> str:
     wanted = expected_type(kind).__name__
     if inspect.iscoroutine(result):
         result.close()

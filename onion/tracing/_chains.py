@@ -20,6 +20,7 @@ from ._spans import Span, capturing, current
 
 if TYPE_CHECKING:
     from .._calls import Call
+    from ..types import Kind
 
 
 class Exporter(Protocol):
@@ -43,7 +44,7 @@ class Switch:
         self.layers = captures > 0 or (exporter is not None and exporter.layers)
         """Whether chains wrap each layer (a capture shows layers; an exporter may want them)."""
 
-    def compose(self, stack: Stack, kind: Any, terminal: Handler, checked: bool) -> Handler:
+    def compose(self, stack: Stack, kind: Kind, terminal: Handler, checked: bool) -> Handler:
         """The chain for `kind` around `terminal`, traced (the core's `onion._chains.compose` calls this)."""
         return compose(stack, kind, terminal, checked, self)
 
@@ -77,7 +78,7 @@ def _switch() -> None:
     active = core.active = Switch(_exporter, _captures) if _exporter is not None or _captures else None
 
 
-def compose(stack: Stack, kind: str, terminal: Handler, checked: bool, switch: Switch | None) -> Handler:
+def compose(stack: Stack, kind: Kind, terminal: Handler, checked: bool, switch: Switch | None) -> Handler:
     """The chain for `kind` around `terminal`: traced per call (and per model request, and per layer) if on."""
     if switch is None:
         return stack.compose(kind, terminal, checked=checked)
