@@ -32,10 +32,13 @@ def smoke_table() -> tuple[str, dict[str, list[str]]]:
 
 def test_bench_prints_one_table_with_every_expected_row() -> None:
     """Header, then stack, loop, tracing, peers (measured or skipped), concurrency, library, durable, redis (measured,
-    or skipped without a redis-server), serve and import rows."""
+    or skipped without a redis-server), serve, temporal and import rows."""
     header, rows = smoke_table()
     assert header.startswith("onion benchmarks (smoke")
-    sections = ["stack", "loop", "tracing", "peers", "concurrency", "library", "durable", "redis", "serve", "import"]
+    sections = [
+        *("stack", "loop", "tracing", "peers", "concurrency", "library", "durable", "redis", "serve", "temporal"),
+        "import",
+    ]
     assert list(rows) == sections
     expected = {
         "stack": [
@@ -48,6 +51,7 @@ def test_bench_prints_one_table_with_every_expected_row() -> None:
         "library": [""],
         "durable": ["SQLiteStore", "per model call", "per tool call", "concurrent journaled runs"],
         "serve": ["POST /runs JSON, keep-alive", "JSON: server CPU per run", "POST /runs SSE", "SSE: server CPU"],
+        "temporal": ["activities per run", "as a workflow, local dev server", "pydantic-ai"],
         "import": ["import onion", "import middleware"],
     }
     if not any("skipped: no redis-server" in line for line in rows["redis"]):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 
 from temporalio.client import Client, WorkflowUpdateFailedError
@@ -30,3 +31,5 @@ async def main(address: str, workflow_id: str, decision: str) -> None:
 
 if __name__ == "__main__":
     asyncio.run(main(*sys.argv[1:4]))
+    sys.stdout.flush()
+    os._exit(0)  # the Temporal client's native core can crash while the interpreter tears down (seen: SIGSEGV)
