@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from . import concurrency, durable, imports, library, loop, peers, redis_stores, serve, stack, temporal, tracing
+from . import concurrency, durable, imports, library, loop, peers, redis_stores, sdk, serve, stack, temporal, tracing
 from .table import Row, render
 from .timing import FULL, QUICK, SMOKE, Scale
 
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     python = peers.interpreter(args.peers_python)
     sections: dict[str, Callable[[], list[Row]]] = {
         "stack": lambda: stack.rows(scale),
-        "loop": lambda: loop.rows(scale),
+        "loop": lambda: loop.rows(scale) + sdk.rows(scale),
         "tracing": lambda: tracing.rows(scale),
         "peers": lambda: peers.rows(scale, python),
         "concurrency": lambda: concurrency.rows(scale),
