@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
@@ -11,6 +12,33 @@ from ._events import Event, ModelCallFinished, PartialOutput, RunFinished, RunPa
 from ._output import OutputSchema, output_schema
 
 _NOTHING: Any = object()
+
+
+class _Handoff:
+    """Events from the run to its one consumer: `asyncio.Queue`'s `put_nowait` and `get`, without its getters'
+    and putters' bookkeeping (one consumer, no bound)."""
+
+    __slots__ = ("_items", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: deque[Event | None] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put_nowait(self, item: Event | None) -> None:
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def get(self) -> Event | None:
+        items = self._items
+        while not items:
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+        return items.popleft()
 
 
 class EventQueue:
@@ -29,7 +57,7 @@ class EventQueue:
     __slots__ = ("_partial", "_queue", "_sent", "_shown")
 
     def __init__(self, output_type: Any = str) -> None:
-        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._queue = _Handoff()
         self._shown: list[str] = []
         self._partial: OutputSchema | None = None if output_type is str else output_schema(output_type)
         self._sent: Any = _NOTHING
