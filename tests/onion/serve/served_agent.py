@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import anthropic  # noqa: F401  (imported as the server starts: see below)
+
 from middleware import approve
 from onion import Agent, ModelCall, tool
 from onion.providers import AnthropicModel
@@ -19,6 +21,8 @@ from onion.serve import serve
 from onion.stores import SQLiteStore
 
 EFFECTS = Path(os.environ["EFFECTS"])
+# uvicorn loads this module inside its running loop, where onion would import the SDK in a thread at the first
+# run (seconds on a loaded machine); the `import anthropic` above pays for it as the server starts instead.
 
 
 def record(line: str) -> None:
