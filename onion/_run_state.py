@@ -1,0 +1,372 @@
+"""`RunState`: a run that paused for approval (or finished), as data that outlives the process.
+
+`RunResult.to_state()` takes one; `to_json()` / `RunState.from_json(text)` carry
+it to any process; `approve`, `reject` and `edit` decide its pending calls;
+`agent.resume(state)` goes on from it (what a resume checks: `onion._state`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ._messages import Message, ToolRequest, Usage
+from .errors import RunStateError
+
+VERSION = 1
+"""The version `to_json` writes and `from_json` reads."""
+
+Decision = Literal["approved", "edited", "rejected"]
+Status = Literal["completed", "paused"]
+PauseKind = Literal["tool", "model", "run"]
+
+
+@dataclass(slots=True)
+class PendingCall:
+    """A call of a paused run, waiting for a person's decision.
+
+    `reason` says why it paused. `decision` is `None` until `RunState.approve`,
+    `edit` or `reject` sets it; `edited_args` are the arguments an edit gives
+    it, `rejection` the reason a rejection gives the model.
+    `kind` is what paused: `"tool"` (a tool call: `name` and `args` are the
+    model's request; a paused batch pends each of its calls), `"model"` (the
+    next model call, paused by a model layer: `name` is the model's, `args`
+    empty) or `"run"` (the run, paused by a run layer before its first model
+    call: `name` is the agent's). A paused model call or run is the only
+    pending call of its state, and cannot be edited.
+    """
+
+    id: str
+    name: str
+    args: dict[str, Any]
+    reason: str
+    decision: Decision | None = None
+    edited_args: dict[str, Any] | None = None
+    rejection: str | None = None
+    kind: PauseKind = "tool"
+
+
+@dataclass(slots=True)
+class Pending:
+    """The one batch a run goes on with before its next model call: a paused batch decided, or the batch a
+    journaled run's dead worker left (`onion._journal.pending_batch`).
+
+    `settled` answers calls already (results recorded, rejections, calls in
+    doubt); `requests` are the calls still to run, through the tools chain.
+    `approved` marks them approved by a person. `final` is a recovered run
+    whose last message is its final answer: it only goes through the
+    output's validation and the run's layers. `kind` is `"model"` or `"run"`
+    when a paused model call or run was decided: `rejection` then holds the
+    reason it was rejected for (the run ends), else the next model call goes
+    ahead approved (`"model"`).
+    """
+
+    settled: dict[str | None, Message]
+    requests: list[ToolRequest]
+    approved: bool = False
+    final: bool = False
+    kind: PauseKind = "tool"
+    rejection: str | None = None
+
+
+@dataclass(slots=True)
+class PausedBatch:
+    """Where a run paused: the answers its last batch already has, and the calls still pending."""
+
+    answered: list[Message]
+    pending: list[PendingCall]
+    batch: str
+    """Names this pause: a resume consumes it, so the same decisions delivered again are refused."""
+
+
+class RunState:
+    """Everything a run needs to go on in another process.
+
+    `messages` is the history up to the assistant message whose tool batch
+    paused (its calls are not answered there); `answered` holds the results
+    that batch already produced, `pending` the calls waiting for a decision,
+    `injected` the messages queued for the next safe point. `steps`, `usage`,
+    `state` (the run's `run.state`, as JSON data), `agent` (its name),
+    `run_id`, `input` and, for a completed run, `output` complete it.
+    `private` holds what layers keep for the run (`run.private`, e.g.
+    `pseudonymize`'s placeholders): apart from `state`, so `RunResult.state`
+    never shows it. `batch` names the pause (a resume consumes it);
+    `session` and `session_from` say where a run on a session puts its turn
+    (`messages[session_from:]`) when it completes; `signature` is set by an
+    agent with a `state_key` (see `docs/durable.md`, "What a resume trusts").
+    """
+
+    __slots__ = (
+        "agent",
+        "answered",
+        "batch",
+        "injected",
+        "input",
+        "messages",
+        "output",
+        "pending",
+        "private",
+        "run_id",
+        "session",
+        "session_from",
+        "signature",
+        "state",
+        "status",
+        "steps",
+        "usage",
+    )
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        agent: str,
+        status: Status,
+        messages: list[Message],
+        input: str | Message | list[Message] | None = None,
+        answered: list[Message] | None = None,
+        pending: list[PendingCall] | None = None,
+        injected: list[Message] | None = None,
+        steps: int = 0,
+        usage: Usage | None = None,
+        state: dict[str, Any] | None = None,
+        output: str = "",
+        private: dict[str, Any] | None = None,
+        batch: str | None = None,
+        session: str | None = None,
+        session_from: int = 0,
+        signature: str | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.agent = agent
+        self.status: Status = status
+        self.messages = messages
+        self.input = input
+        self.answered = answered if answered is not None else []
+        self.pending = pending if pending is not None else []
+        self.injected = injected if injected is not None else []
+        self.steps = steps
+        self.usage = usage if usage is not None else Usage()
+        self.state = state if state is not None else {}
+        self.output = output
+        self.private = private if private is not None else {}
+        self.batch = batch
+        self.session = session
+        self.session_from = session_from
+        self.signature = signature
+
+    @property
+    def paused(self) -> bool:
+        return self.status == "paused"
+
+    # -- deciding --------------------------------------------------------------
+
+    def approve(self, call_id: str) -> None:
+        """Let the pending call `call_id` run, with its arguments, when the run resumes."""
+        self._decide(call_id, "approved")
+
+    def approve_all(self) -> None:
+        """Approve every pending call that has no decision yet."""
+        for call in self.pending:
+            if call.decision is None:
+                call.decision = "approved"
+
+    def reject(self, call_id: str, reason: str = "not approved") -> None:
+        """Do not run `call_id`: the model gets an error result carrying `reason`."""
+        self._decide(call_id, "rejected").rejection = reason
+
+    def edit(self, call_id: str, args: dict[str, Any]) -> None:
+        """Run `call_id` with `args` instead of the model's arguments (this approves it)."""
+        if not isinstance(args, dict):
+            raise TypeError(f"edit({call_id!r}, args): args must be a dict of arguments, not {type(args).__name__}")
+        for call in self.pending:
+            if call.id == call_id and call.kind != "tool":
+                raise RunStateError(
+                    f"run {self.run_id}: {call_id} is a paused {call.kind}, which has no arguments to edit; "
+                    "approve or reject it"
+                )
+        self._decide(call_id, "edited").edited_args = dict(args)
+
+    def _decide(self, call_id: str, decision: Decision) -> PendingCall:
+        for call in self.pending:
+            if call.id == call_id:
+                call.decision, call.edited_args, call.rejection = decision, None, None
+                return call
+        waiting = ", ".join(f"{c.id} ({c.name})" for c in self.pending) or "none"
+        raise RunStateError(f"run {self.run_id} has no pending call {call_id!r}; its pending calls: {waiting}")
+
+    # -- JSON ------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The state as JSON-able data, with a top-level `"version"`."""
+        return {
+            "version": VERSION,
+            "run_id": self.run_id,
+            "agent": self.agent,
+            "status": self.status,
+            "input": _input_data(self.input),
+            "messages": [m.to_dict() for m in self.messages],
+            "answered": [m.to_dict() for m in self.answered],
+            "pending": [dataclasses.asdict(call) for call in self.pending],
+            "injected": [m.to_dict() for m in self.injected],
+            "steps": self.steps,
+            "usage": self.usage.to_dict(),
+            "state": self.state,
+            "output": self.output,
+            "private": self.private,
+            "batch": self.batch,
+            "session": self.session,
+            "session_from": self.session_from,
+            "signature": self.signature,
+        }
+
+    def to_json(self) -> str:
+        """The state as JSON text, for a file, a database or a queue; `RunState.from_json` reads it."""
+        try:
+            return json.dumps(self.to_dict(), ensure_ascii=False)
+        except (TypeError, ValueError) as error:
+            raise RunStateError(
+                f"run {self.run_id} cannot be written as JSON ({error}): keep run.state and message meta plain data"
+            ) from None
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> RunState:
+        """The state `to_json` wrote. Raises `RunStateError` for text that is not one, saying why."""
+        if not isinstance(text, str | bytes | bytearray):
+            raise TypeError(f"RunState.from_json takes the JSON text, not {type(text).__name__}")
+        try:
+            data = json.loads(text)
+        except ValueError as error:
+            raise RunStateError(
+                f"the run state is not valid JSON ({error}): it is corrupt or truncated; "
+                "load the whole text that RunState.to_json() wrote"
+            ) from None
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> RunState:
+        """The state `to_dict` made; raises `RunStateError` naming what is wrong."""
+        if not isinstance(data, dict) or "version" not in data:
+            raise RunStateError(
+                "this is not an onion run state (no top-level 'version'); pass what RunState.to_json() wrote"
+            )
+        version = data["version"]
+        if version != VERSION:
+            raise RunStateError(
+                f"run state version {version!r} is not supported: this onion reads version {VERSION}; "
+                "resume it with the onion release that saved it"
+            )
+        try:
+            status = _field(data, "status", str)
+            if status not in ("completed", "paused"):
+                raise ValueError(f"'status' must be 'completed' or 'paused', not {status!r}")
+            return cls(
+                run_id=_field(data, "run_id", str),
+                agent=_field(data, "agent", str),
+                status=status,
+                input=_input_from(data.get("input")),
+                messages=_messages(data, "messages"),
+                answered=_messages(data, "answered"),
+                pending=[_pending(item) for item in _field(data, "pending", list)],
+                injected=_messages(data, "injected"),
+                steps=_field(data, "steps", int),
+                usage=Usage(**{key: int(value) for key, value in _field(data, "usage", dict).items()}),
+                state=_field(data, "state", dict),
+                output=_field(data, "output", str),
+                private=_field(data, "private", dict) if "private" in data else {},
+                batch=_optional(data, "batch", str),
+                session=_optional(data, "session", str),
+                session_from=_optional(data, "session_from", int) or 0,
+                signature=_optional(data, "signature", str),
+            )
+        except (ValueError, TypeError) as error:
+            raise RunStateError(f"the run state is damaged: {error}; pass what RunState.to_json() wrote") from None
+
+    def __repr__(self) -> str:
+        return f"<RunState {self.run_id} {self.status} pending={[c.name for c in self.pending]}>"
+
+
+def plain_state(state: dict[str, Any]) -> dict[str, Any]:
+    """A JSON copy of `run.state`; `RunStateError` names the first key whose value is not JSON data."""
+    try:
+        copied: dict[str, Any] = json.loads(json.dumps(state))
+        return copied
+    except (TypeError, ValueError):
+        for key, value in state.items():
+            try:
+                json.dumps({key: value})
+            except (TypeError, ValueError) as error:
+                raise RunStateError(
+                    f"run.state[{key!r}] is not JSON-serialisable ({error}); a paused run is saved as JSON: "
+                    "keep plain data (str, numbers, bools, None, lists, dicts) in run.state, "
+                    "or remove that key before the run pauses"
+                ) from None
+        raise
+
+
+def _input_data(value: str | Message | list[Message] | None) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, Message):
+        return value.to_dict()
+    return [m.to_dict() for m in value]
+
+
+def _input_from(data: Any) -> str | Message | list[Message] | None:
+    if data is None or isinstance(data, str):
+        return data
+    if isinstance(data, dict):
+        return Message.from_dict(data)
+    if isinstance(data, list):
+        return [Message.from_dict(item) for item in data]
+    raise ValueError(f"'input' must be a str, a message or a list of messages, not {type(data).__name__}")
+
+
+def _field(data: dict[str, Any], key: str, kind: type) -> Any:
+    if key not in data:
+        raise ValueError(f"{key!r} is missing")
+    value = data[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ValueError(f"{key!r} must be {kind.__name__}, not {type(value).__name__}")
+    return value
+
+
+def _optional(data: dict[str, Any], key: str, kind: type) -> Any:
+    return None if data.get(key) is None else _field(data, key, kind)
+
+
+def _messages(data: dict[str, Any], key: str) -> list[Message]:
+    messages = []
+    for index, item in enumerate(_field(data, key, list)):
+        try:
+            messages.append(Message.from_dict(item))
+        except ValueError as error:
+            raise ValueError(f"{key}[{index}]: {error}") from None
+    return messages
+
+
+def _pending(data: Any) -> PendingCall:
+    if not isinstance(data, dict):
+        raise ValueError(f"a pending call must be a dict, not {type(data).__name__}")
+    decision = data.get("decision")
+    if decision not in (None, "approved", "edited", "rejected"):
+        raise ValueError(f"pending call decision {decision!r} is not approved, edited, rejected or null")
+    edited = data.get("edited_args")
+    rejection = data.get("rejection")
+    if not (edited is None or isinstance(edited, dict)) or not (rejection is None or isinstance(rejection, str)):
+        raise ValueError("a pending call's edited_args must be a dict or null, its rejection a str or null")
+    kind = data.get("kind", "tool")
+    if kind not in ("tool", "model", "run"):
+        raise ValueError(f"pending call kind {kind!r} is not tool, model or run")
+    return PendingCall(
+        _field(data, "id", str),
+        _field(data, "name", str),
+        _field(data, "args", dict),
+        _field(data, "reason", str),
+        decision,
+        edited,
+        rejection,
+        kind,
+    )
