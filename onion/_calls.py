@@ -38,12 +38,8 @@ class Model(Protocol):
 class ModelCall(Call):
     """One request to the model.
 
-    `messages`, `tools` and `settings` are this request's own: changing them
-    changes this request only. `settings` is copied with its nested dicts,
-    lists and sets, so a layer may write into `settings["extra_headers"]`;
-    the messages and tool definitions in the lists are shared (replace an
-    entry to change it for this request). `output_type` is the run's
-    (`str` for plain text): providers send its schema (`onion.output_schema`).
+    `messages`, `tools` and `settings` are this request's own (`settings` with its nested values); the
+    messages and tools in the lists are shared: replace an entry to change it. `output_type` is the run's.
     """
 
     __slots__ = (
@@ -83,15 +79,10 @@ class ModelCall(Call):
         """Set by `pause(reason)`: the run stops before this call, which is pending."""
 
     def pause(self, reason: str) -> ModelResponse:
-        """Pause this model call for a person's decision: `return ctx.pause(reason)` from a model layer,
-        before `call_next`.
+        """Pause this model call for a person's decision: `return ctx.pause(reason)` from a model layer.
 
-        The model is not asked; the run stops here, this call pending as one
-        call of kind `"model"` (`RunResult.pending`). Approved, the call goes
-        ahead: it enters the model stack again with `ctx.approved` true.
-        Rejected, `agent.resume` raises `onion.errors.CallRejected` and the
-        model is not asked. The response returned is a placeholder that no
-        message will carry.
+        The run stops, this call pending (kind `"model"`). Approved, it enters the model stack again with
+        `ctx.approved` true; rejected, `agent.resume` raises `onion.errors.CallRejected`.
         """
         self.pause_reason = reason
         return ModelResponse(Message.assistant(f"The model call is waiting for approval: {reason}"))
@@ -106,16 +97,10 @@ class ModelCall(Call):
         self.edit_stream(Observing(observer))
 
     def edit_stream(self, edit: StreamEdit) -> Editing:
-        """Pass each event the model streams for this call through `edit`, which returns the events to send on.
+        """Pass each event the model streams for this call through `edit` (a `StreamEdit`).
 
-        `edit(event)` returns `[event]` to pass it on, rewritten events, or
-        nothing to hold it back; its `end()`, if it has one, returns what it
-        still holds once the model's stream ended. Edits of inner layers run
-        first, so this layer's edit sees what they sent on, and the consumer
-        sees what the outermost sent on. A `StreamReset` goes through edits
-        too (drop what is held). The edit stays for the rest of the call;
-        `with call.edit_stream(edit): ...` removes it when the block ends
-        (a layer inside `retry` runs once per attempt).
+        Inner layers' edits run first. The edit stays for the rest of the call; `with call.edit_stream(edit):`
+        removes it when the block ends (`docs/middleware.md`, "Streaming and deltas").
         """
         if self._edits is None:
             self._edits = []
@@ -123,12 +108,9 @@ class ModelCall(Call):
         return Editing(self, edit)
 
     def on_response(self, check: Callable[[ModelResponse], None]) -> None:
-        """Call `check(response)` for each response a model produces for this call.
+        """Call `check(response)` for each response a model produces for this call, before any layer sees it.
 
-        Called at the innermost point, before any layer sees the response:
-        for every attempt of a retry, and for a response that a layer inside
-        will reject. Its usage is already in `run.usage`. `check` may raise
-        to refuse the response; the error travels up the model stack.
+        It runs for every attempt of a retry; `check` may raise to refuse the response.
         """
         if self._checks is None:
             self._checks = []

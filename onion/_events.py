@@ -41,12 +41,7 @@ class ToolResultEvent:
 class PartialOutput:
     """The answer so far, validated partially as the run's `output_type` while its JSON streams in.
 
-    Sent after a `TextDelta` when the text so far validates (pydantic's
-    partial validation: an unfinished last item or string is kept, a
-    required field that has not arrived yet means no event) to a value other
-    than the last one sent. Only for an `output_type` other than `str`; the
-    validated answer is `RunFinished.result.output`. A `StreamReset` also
-    discards it.
+    Sent after a `TextDelta` that changes it, for an `output_type` other than `str` (`docs/output.md`).
     """
 
     output: Any
@@ -56,12 +51,8 @@ class PartialOutput:
 class StreamReset:
     """The text streamed so far for this model call is not the answer: discard it.
 
-    Sent when a call that had started streaming is tried again (a retry, a
-    fallback), or its streamed answer is replaced (a model that does not
-    stream answers after a dropped stream, an `on_error` hook recovers, a
-    layer changes the text). Discard the `TextDelta`s received since the
-    last `ModelCallFinished`: the answer the run returns follows, streamed
-    from the start or as one `TextDelta`.
+    Sent when a call that started streaming is tried again or its answer replaced: discard the `TextDelta`s
+    since the last `ModelCallFinished`; the answer follows (`docs/middleware.md`, "Streaming and deltas").
     """
 
 

@@ -25,17 +25,10 @@ PauseKind = Literal["tool", "model", "run"]
 
 @dataclass(slots=True)
 class PendingCall:
-    """A call of a paused run, waiting for a person's decision.
+    """A call of a paused run, waiting for a person's decision (`RunState.approve`, `edit`, `reject`).
 
-    `reason` says why it paused. `decision` is `None` until `RunState.approve`,
-    `edit` or `reject` sets it; `edited_args` are the arguments an edit gives
-    it, `rejection` the reason a rejection gives the model.
-    `kind` is what paused: `"tool"` (a tool call: `name` and `args` are the
-    model's request; a paused batch pends each of its calls), `"model"` (the
-    next model call, paused by a model layer: `name` is the model's, `args`
-    empty) or `"run"` (the run, paused by a run layer before its first model
-    call: `name` is the agent's). A paused model call or run is the only
-    pending call of its state, and cannot be edited.
+    `kind` is `"tool"` (`name` and `args` as the model asked), `"model"` (`name` is the model's) or `"run"`
+    (`name` is the agent's); a paused model call or run is its state's only pending call and has no arguments.
     """
 
     id: str
@@ -50,17 +43,10 @@ class PendingCall:
 
 @dataclass(slots=True)
 class Pending:
-    """The one batch a run goes on with before its next model call: a paused batch decided, or the batch a
-    journaled run's dead worker left (`onion._journal.pending_batch`).
+    """The one batch a run goes on with first: a paused batch decided, or what a dead worker left.
 
-    `settled` answers calls already (results recorded, rejections, calls in
-    doubt); `requests` are the calls still to run, through the tools chain.
-    `approved` marks them approved by a person. `final` is a recovered run
-    whose last message is its final answer: it only goes through the
-    output's validation and the run's layers. `kind` is `"model"` or `"run"`
-    when a paused model call or run was decided: `rejection` then holds the
-    reason it was rejected for (the run ends), else the next model call goes
-    ahead approved (`"model"`).
+    `settled` answers calls already; `requests` still run, through the tools chain. `final`: the last message
+    is the final answer. `kind` `"model"` or `"run"`: a decided pause of that kind (`rejection` if rejected).
     """
 
     settled: dict[str | None, Message]
@@ -82,20 +68,10 @@ class PausedBatch:
 
 
 class RunState:
-    """Everything a run needs to go on in another process.
+    """Everything a run needs to go on in another process (each field: `docs/durable.md`, "The state as JSON").
 
-    `messages` is the history up to the assistant message whose tool batch
-    paused (its calls are not answered there); `answered` holds the results
-    that batch already produced, `pending` the calls waiting for a decision,
-    `injected` the messages queued for the next safe point. `steps`, `usage`,
-    `state` (the run's `run.state`, as JSON data), `agent` (its name),
-    `run_id`, `input` and, for a completed run, `output` complete it.
-    `private` holds what layers keep for the run (`run.private`, e.g.
-    `pseudonymize`'s placeholders): apart from `state`, so `RunResult.state`
-    never shows it. `batch` names the pause (a resume consumes it);
-    `session` and `session_from` say where a run on a session puts its turn
-    (`messages[session_from:]`) when it completes; `signature` is set by an
-    agent with a `state_key` (see `docs/durable.md`, "What a resume trusts").
+    `messages` ends with the assistant message whose batch paused; `answered` holds that batch's results so
+    far, `pending` the calls waiting for a decision.
     """
 
     __slots__ = (

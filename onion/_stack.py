@@ -142,16 +142,9 @@ def profiling() -> bool:
 def bind(function: Callable[..., Any], call_next: Handler) -> Handler:
     """Return `ctx -> function(ctx, call_next)` without adding a frame per call.
 
-    For a plain function or method taking exactly `(ctx, call_next)`, the
-    result is a copy of the function with `call_next` as the default of its
-    second parameter, so calling the next layer costs one frame: its own.
-    The copy gets a code object of its own, so CPython specialises its call
-    of `call_next` for the one callee it always sees (a function used at
-    several depths would otherwise take the slow path at each); while a
-    profiler is on (see `profiling`) it shares the
-    function's code object instead, since profilers key functions by code
-    and `pstats` keeps one entry per file, line and name. Other callables
-    get a lambda.
+    A plain function or method taking exactly `(ctx, call_next)` is copied with `call_next` as its second
+    parameter's default and a code object of its own (so CPython specialises the call for its one callee;
+    shared while a profiler is on, see `profiling`). Other callables get a lambda.
     """
     target = function.__func__ if isinstance(function, MethodType) else function
     positional = 3 if isinstance(function, MethodType) else 2

@@ -44,14 +44,8 @@ class _Handoff:
 class EventQueue:
     """Events on their way to the consumer; `put` is the run's `emit` (after every layer's wrapper).
 
-    It keeps what a model call's text showed the consumer, and when the
-    call finishes with a different answer (a partial stream replaced by a
-    fallback or an `on_error` recovery, a layer that changed the text), it
-    sends `StreamReset` and the answer as one `TextDelta` before
-    `ModelCallFinished`: the text shown always ends up being the text the
-    run returns. With an `output_type` other than `str`, each `TextDelta`
-    that changes the partially validated answer is followed by
-    `PartialOutput`. `None` marks the end.
+    When a call finishes with an answer other than the text it showed, it sends `StreamReset` and the answer
+    as one `TextDelta` first, so the text shown is the text the run returns. `None` marks the end.
     """
 
     __slots__ = ("_partial", "_queue", "_sent", "_shown")

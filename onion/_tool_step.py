@@ -58,11 +58,8 @@ class ToolStep:
     ) -> bool:
         """Run `calls` as one batch and answer every call of `response`, in call order.
 
-        `settled` holds answers known before the batch (a resumed run). Returns
-        True when a layer paused a call: the answers are then kept aside
-        (`run._paused`) and the call left unanswered. If the batch fails or is
-        cancelled, every call is answered with an error before the exception
-        propagates, so the history stays valid for a layer that catches it.
+        `settled` holds answers known before the batch. True when a layer paused a call (the answers are kept
+        aside in `run._paused`). A failed or cancelled batch answers every call with an error, then raises.
         """
         try:
             results = await self.tools(ToolBatch(run, calls, response)) if calls else []

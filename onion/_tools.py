@@ -26,12 +26,8 @@ CONTEXTS: set[type] = set()
 class Tool:
     """A function the model may call: `name`, `description`, `parameters` (JSON schema).
 
-    Calling the tool object calls the function itself. A parameter annotated
-    `ToolCall` is not shown to the model: onion passes the current call
-    (and through it `call.run.state`). `idempotent` says running it twice
-    with the same arguments does no harm: a journaled run resumed after its
-    worker died mid-call runs such a call again instead of reporting it
-    interrupted.
+    Calling the tool object calls the function. A parameter annotated `ToolCall` is passed the current call,
+    not shown to the model. `idempotent`: a recovered run may run it again (`docs/durable.md`).
     """
 
     __slots__ = (
@@ -86,11 +82,8 @@ class Tool:
     async def invoke(self, args: dict[str, Any], call: Any = None, threads: ToolThreads | None = None) -> Any:
         """Run the function with validated `args`; sync functions run on `threads` (default: onion's own).
 
-        An awaitable that a sync function returns (a sync wrapper around an
-        async function) is awaited on the loop. A `BaseException` other than
-        cancellation (`SystemExit`, `KeyboardInterrupt`) becomes `ToolAborted`,
-        so a tool can never stop the event loop. If onion stops waiting
-        (cancellation), `call.cancelled` is set.
+        A `BaseException` other than cancellation becomes `ToolAborted` (`docs/tools.md`); if onion stops
+        waiting, `call.cancelled` is set.
         """
         if self._context_parameter is not None:
             args = {**args, self._context_parameter: call}
