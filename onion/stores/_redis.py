@@ -10,12 +10,12 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from ..errors import RunBusy, StoreUnavailable
 from . import _redis_scripts as scripts
 from ._load import StateLoader
 from ._protocols import RunRecord, RunStatus, SessionTurn
+from ._redis_client import Batcher, connect, safe_url
 from ._refusals import claim_refusal, run_deleted, run_lost, run_not_found, session_lost
 from ._session import SessionOpener
 
@@ -81,33 +81,24 @@ class RedisStore(StateLoader, SessionOpener):
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
-            from redis.asyncio import BlockingConnectionPool, Redis
-            from redis.asyncio.retry import Retry
-            from redis.backoff import NoBackoff
-
-            pool = BlockingConnectionPool.from_url(
+            client = self._clients[loop] = connect(
                 self.url,
                 max_connections=self.max_connections,
                 timeout=self.timeout,
-                decode_responses=True,
-                socket_connect_timeout=self.connect_timeout,
-                socket_timeout=self.timeout,
-                retry=Retry(NoBackoff(), 0),  # never sent twice: a write whose reply was lost may have happened
-                **_pool_checks_connections(),
+                connect_timeout=self.connect_timeout,
             )
-            client = self._clients[loop] = Redis(connection_pool=pool)
         return client
 
     def _now(self) -> float:
         return -1.0 if self.clock is None else self.clock()
 
-    def _send(self, command: str, *args: Any) -> asyncio.Future[Any]:
+    def _send(self, *command: Any) -> asyncio.Future[Any]:
         """Send one command, in the same round trip as the others sent in this turn of the event loop."""
         loop = asyncio.get_running_loop()
         batcher = self._batchers.get(loop)
         if batcher is None:
             batcher = self._batchers[loop] = Batcher(self._client())
-        return batcher.send(command, args)
+        return batcher.send(command)
 
     async def _script(self, name: str, keys: Sequence[str], args: Sequence[Any], doing: str) -> Any:
         """Run script `name`, loading it once per server; Redis errors become `StoreUnavailable`."""
@@ -118,26 +109,26 @@ class RedisStore(StateLoader, SessionOpener):
         try:
             if sha is not None:
                 try:
-                    return await self._send("evalsha", sha, len(keys), *keys, *args)
+                    return await self._send("EVALSHA", sha, len(keys), *keys, *args)
                 except NoScriptError:  # the server restarted and forgot it
                     pass
-            self._scripts[name] = await self._send("script_load", source)
-            return await self._send("evalsha", self._scripts[name], len(keys), *keys, *args)
+            self._scripts[name] = await self._send("SCRIPT", "LOAD", source)
+            return await self._send("EVALSHA", self._scripts[name], len(keys), *keys, *args)
         except RedisError as error:
             raise self._unavailable(doing, error, write=True) from error
 
-    async def _command(self, doing: str, name: str, *args: Any) -> Any:
+    async def _command(self, doing: str, *command: Any) -> Any:
         from redis.exceptions import RedisError
 
         try:
-            return await self._send(name, *args)
+            return await self._send(*command)
         except RedisError as error:
-            raise self._unavailable(doing, error, write=name not in _READS) from error
+            raise self._unavailable(doing, error, write=command[0] not in _READS) from error
 
     def _unavailable(self, doing: str, error: Exception, *, write: bool = False) -> StoreUnavailable:
         outcome = "it happened whole or not at all (with its reply lost, it may have happened); " if write else ""
         return StoreUnavailable(
-            f"Redis at {_safe_url(self.url)} failed while {doing} ({type(error).__name__}: {error}); "
+            f"Redis at {safe_url(self.url)} failed while {doing} ({type(error).__name__}: {error}); "
             f"{outcome}check that Redis is running and reachable"
         )
 
@@ -149,7 +140,7 @@ class RedisStore(StateLoader, SessionOpener):
     def _works(self, purpose: str) -> None:
         if purpose in self._failing:
             self._failing.discard(purpose)
-            logger.warning("%s: Redis at %s works again", purpose, _safe_url(self.url))
+            logger.warning("%s: Redis at %s works again", purpose, safe_url(self.url))
 
     def _key(self, kind: str, name: str) -> str:
         return f"{self._prefix}{kind}:{name}"
@@ -243,26 +234,19 @@ class RedisStore(StateLoader, SessionOpener):
             raise run_lost(run_id, outcome)
 
     async def run_record(self, run_id: str) -> RunRecord | None:
-        fields = await self._command(f"reading run {run_id!r}", "hgetall", self._key("run", run_id))
+        fields = await self._command(f"reading run {run_id!r}", "HGETALL", self._key("run", run_id))
         return _record(run_id, fields) if fields else None
 
     async def journal(self, run_id: str) -> list[str]:
         entries = await self._command(
-            f"reading run {run_id!r}'s journal", "lrange", self._key("journal", run_id), 0, -1
+            f"reading run {run_id!r}'s journal", "LRANGE", self._key("journal", run_id), 0, -1
         )
         return list(entries)
 
     async def runs(self, *, limit: int = 100) -> list[RunRecord]:
-        ids = await self._command("listing runs", "zrevrange", self._prefix + "runs", 0, limit - 1)
-        pipe = self._client().pipeline(transaction=False)
-        for run_id in ids:
-            pipe.hgetall(self._key("run", run_id))
-        from redis.exceptions import RedisError
-
-        try:
-            rows = await pipe.execute()
-        except RedisError as error:
-            raise self._unavailable("listing runs", error) from error
+        ids = await self._command("listing runs", "ZREVRANGE", self._prefix + "runs", 0, limit - 1)
+        reads = [self._command("listing runs", "HGETALL", self._key("run", run_id)) for run_id in ids]
+        rows = await asyncio.gather(*reads)  # sent together: one round trip
         return [_record(run_id, fields) for run_id, fields in zip(ids, rows, strict=True) if fields]
 
     async def delete_run(self, run_id: str) -> None:
@@ -281,7 +265,7 @@ class RedisStore(StateLoader, SessionOpener):
 
     async def session_messages(self, session_id: str) -> list[str]:
         doing = f"reading session {session_id!r}"
-        return list(await self._command(doing, "lrange", self._key("session", session_id), 0, -1))
+        return list(await self._command(doing, "LRANGE", self._key("session", session_id), 0, -1))
 
     async def session_append(self, session_id: str, messages: Sequence[str], *, lock: str | None = None) -> bool:
         keys = [self._key("session", session_id), self._key("session-lock", session_id)]
@@ -289,7 +273,7 @@ class RedisStore(StateLoader, SessionOpener):
         return bool(await self._script("SESSION_APPEND", keys, [lock or "", *messages], doing))
 
     async def session_clear(self, session_id: str) -> None:
-        await self._command(f"clearing session {session_id!r}", "delete", self._key("session", session_id))
+        await self._command(f"clearing session {session_id!r}", "DEL", self._key("session", session_id))
 
     async def lock_session(self, session_id: str, owner: str, lease: float, *, renew: bool = False) -> bool:
         keys = [self._key("session-lock", session_id)]
@@ -304,7 +288,7 @@ class RedisStore(StateLoader, SessionOpener):
     async def get(self, key: str) -> str | None:
         """The cached value, or None; None too when Redis cannot be reached (a warning, once)."""
         try:
-            value = await self._command("reading the cache", "get", self._key("cache", key))
+            value = await self._command("reading the cache", "GET", self._key("cache", key))
         except StoreUnavailable as error:
             self._warn_once("cache", error, "every lookup is a miss")
             return None
@@ -312,8 +296,8 @@ class RedisStore(StateLoader, SessionOpener):
         return None if value is None else str(value)
 
     async def set(self, key: str, value: str, ttl: float | None) -> None:
-        px = None if ttl is None else max(1, round(ttl * 1000))
-        await self._command("storing a cache entry", "set", self._key("cache", key), value, None, px)
+        expiry = () if ttl is None else ("PX", max(1, round(ttl * 1000)))
+        await self._command("storing a cache entry", "SET", self._key("cache", key), value, *expiry)
 
     # -- rate limits -----------------------------------------------------------
 
@@ -395,7 +379,7 @@ class RedisStore(StateLoader, SessionOpener):
     async def free_slot(self, key: str, owner: str) -> None:
         """Give back `owner`'s slot of `key`."""
         try:
-            await self._command(f"freeing a {key!r} slot", "zrem", self._key("slots", key), owner)
+            await self._command(f"freeing a {key!r} slot", "ZREM", self._key("slots", key), owner)
         except StoreUnavailable as error:
             self._warn_once("concurrency", error, "slots free themselves when their lease lapses")
 
@@ -417,62 +401,7 @@ class RedisStore(StateLoader, SessionOpener):
         await self.aclose()
 
     def __repr__(self) -> str:
-        return f"<RedisStore {_safe_url(self.url)} namespace={self.namespace!r}>"
-
-
-class Batcher:
-    """Sends the commands issued during one turn of an event loop to Redis together: one round trip.
-
-    Concurrent runs each send a command or two per call; redis-py spends most
-    of a round trip's cost in the client (taking a connection, packing,
-    timeouts), so one pipeline for all of them costs a fraction of separate
-    round trips. Each caller gets its own reply or error; a command whose
-    caller was cancelled before it was sent is never sent.
-    """
-
-    def __init__(self, client: Any) -> None:
-        self.client = client
-        self.queue: list[tuple[str, tuple[Any, ...], asyncio.Future[Any]]] = []
-        self.sending: set[asyncio.Task[None]] = set()
-
-    def send(self, command: str, args: tuple[Any, ...]) -> asyncio.Future[Any]:
-        loop = asyncio.get_running_loop()
-        if not self.queue:
-            loop.call_soon(self._flush)
-        future = loop.create_future()
-        self.queue.append((command, args, future))
-        return future
-
-    def _flush(self) -> None:
-        queue, self.queue = [item for item in self.queue if not item[2].done()], []
-        if queue:
-            task = asyncio.get_running_loop().create_task(self._round_trip(queue))
-            self.sending.add(task)
-            task.add_done_callback(self.sending.discard)
-
-    async def _round_trip(self, queue: list[tuple[str, tuple[Any, ...], asyncio.Future[Any]]]) -> None:
-        try:
-            if len(queue) == 1:
-                command, args, _ = queue[0]
-                replies = [await getattr(self.client, command)(*args)]
-            else:
-                pipeline = self.client.pipeline(transaction=False)
-                for command, args, _ in queue:
-                    getattr(pipeline, command)(*args)
-                replies = await pipeline.execute(raise_on_error=False)
-        except Exception as error:  # the connection: every command of the round trip failed with it
-            replies = [error] * len(queue)
-        except BaseException:  # cancelled (the loop is closing): so are the callers
-            for _, _, future in queue:
-                future.cancel()
-            raise
-        for (_, _, future), reply in zip(queue, replies, strict=True):
-            if future.done():
-                continue
-            if isinstance(reply, Exception):
-                future.set_exception(reply)
-            else:
-                future.set_result(reply)
+        return f"<RedisStore {safe_url(self.url)} namespace={self.namespace!r}>"
 
 
 def _drop_expired(reservations: deque[tuple[str, int, float]], now: float) -> bool:
@@ -482,18 +411,7 @@ def _drop_expired(reservations: deque[tuple[str, int, float]], now: float) -> bo
     return bool(reservations)
 
 
-_READS = frozenset({"get", "hgetall", "lrange", "zrevrange"})
-
-
-def _pool_checks_connections() -> dict[str, Any]:
-    """Keep the pool's check that a pooled connection is still open: after a Redis restart each command then gets a
-    fresh connection instead of failing on a closed one. redis-py 7+ skips that check while maintenance
-    notifications (a Redis Enterprise feature) are on; older versions have neither."""
-    try:
-        from redis.maint_notifications import MaintNotificationsConfig
-    except ImportError:
-        return {}
-    return {"maint_notifications_config": MaintNotificationsConfig(enabled=False)}
+_READS = frozenset({"GET", "HGETALL", "LRANGE", "ZREVRANGE"})
 
 
 def _record(run_id: str, fields: Any) -> RunRecord:
@@ -513,25 +431,3 @@ def _record(run_id: str, fields: Any) -> RunRecord:
         session=fields.get("session") or None,
         pending=int(fields.get("pending", 0)),
     )
-
-
-def _safe_url(url: str) -> str:
-    """`url` with its passwords (user:password@, ?password=, ?ssl_password=) shown as ***."""
-    scheme, found, rest = url.partition("://")
-    if found and "@" in rest:  # whatever stands before the last '@' (a password may hold '#', '?' or '/')
-        credentials, _, host = rest.rpartition("@")
-        user, colon, _ = credentials.partition(":")
-        url = f"{scheme}://{user + ':' if user and colon else ''}***@{host}"
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    query = "&".join(_hidden(pair) for pair in parts.query.split("&"))
-    return (
-        f"{parts.scheme}://{netloc}{parts.path}"
-        + (f"?{query}" if parts.query else "")
-        + (f"#{parts.fragment}" if parts.fragment else "")
-    )
-
-
-def _hidden(pair: str) -> str:
-    name, equals, _ = pair.partition("=")
-    return f"{name}=***" if equals and "password" in unquote(name).lower() else pair
