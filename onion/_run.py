@@ -72,7 +72,6 @@ class Run(Call):
         state: dict[str, Any] | None = None,
         output_type: Any = str,
     ) -> None:
-        self.run = self
         self.agent = agent
         self.input = input
         self.messages = messages
@@ -99,6 +98,16 @@ class Run(Call):
         """The batch the loop goes on with first (a resumed or recovered run), set before the run starts."""
         self.approved = False
         """True when a person approved this run, paused by a run layer (`pause`): that layer lets it through."""
+
+    @property
+    def run(self) -> Run:
+        """The run itself (a property, not a slot: a run referring to itself would live until the GC ran)."""
+        return self
+
+    @run.setter
+    def run(self, run: Run) -> None:
+        if run is not self:
+            raise AttributeError("a Run's run is the run itself")
 
     def pause(self, reason: str) -> RunResult[Any]:
         """Pause the run for a person's decision: `return ctx.pause(reason)` from a run layer, before `call_next`.
