@@ -47,22 +47,13 @@ _RUN_COLUMNS = "run_id, agent, status, created, updated, owner, lease_expires, s
 class SQLiteStore(StateLoader, SessionOpener):
     """Runs, journals, sessions, cache entries and rate counters in the SQLite file at `path`.
 
-    WAL mode, so readers never wait for the writer. Every query runs in one
-    thread of the store's own (`SQLiteThread`): a lock held by another
-    process (waited for up to `busy_timeout` seconds) never blocks the event
-    loop. Writes that must be atomic (claiming a run, a rate-limit
-    reservation) run in one `BEGIN IMMEDIATE` transaction; writes that
-    arrive while one is being written are committed together (each in its
-    own savepoint, so one refused write leaves the others), so many
-    concurrent runs share round trips. A transaction that cannot begin or
-    commit raises `StoreUnavailable` in each write it held: none happened.
-    `synchronous=NORMAL`: a commit survives the process being killed; a
-    power loss can lose the last commits, never corrupt the file. The WAL is
-    checkpointed (synced to disk) by another thread (`Checkpoints`), so no
-    commit waits for the disk. `clock`
-    (seconds since the epoch, shared by every process) decides leases and
-    TTLs. Close it with `aclose()` / `close()`, or use it as a context
-    manager; one store may serve several event loops and threads.
+    WAL mode, `synchronous=NORMAL`: a commit survives the process being
+    killed. No query waits for another process's lock on the event loop
+    (`busy_timeout` seconds at most, in the store's thread). `clock` (seconds
+    since the epoch, shared by every process) decides leases and TTLs. Close
+    it with `aclose()` / `close()`, or use it as a context manager; one
+    store may serve several event loops and threads. `docs/durable.md` says
+    how writes are grouped and what a power loss can lose.
     """
 
     def __init__(self, path: str | Path, *, busy_timeout: float = 10.0, clock: Callable[[], float] = time.time) -> None:
@@ -84,9 +75,13 @@ class SQLiteStore(StateLoader, SessionOpener):
         """`work(db)` in a write transaction, in the store's thread, with the writes queued meanwhile."""
         return self._thread.write(work)
 
+    def _change(self, work: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+        """`work(db)` (a few statements) in a write transaction: on this loop when nothing waits, else as `_write`."""
+        return self._thread.write_soon(work)
+
     async def _execute(self, statement: str, *parameters: Any) -> None:
         """One statement in its own write transaction."""
-        await self._thread.write(lambda db: db.execute(statement, parameters))
+        await self._thread.write_soon(lambda db: db.execute(statement, parameters))
 
     def _read(self, statement: str, *parameters: Any) -> asyncio.Future[list[Any]]:
         return self._thread.read(lambda db: db.execute(statement, parameters).fetchall())
@@ -108,7 +103,7 @@ class SQLiteStore(StateLoader, SessionOpener):
                 raise ValueError(f"a run {run_id!r} is already in the store") from None
             _append(db, run_id, entries)
 
-        await self._write(start)
+        await self._change(start)
 
     async def claim_run(self, run_id: str, owner: str, lease: float, *, paused_only: bool = False) -> RunRecord:
         now = self.clock()
@@ -127,7 +122,7 @@ class SQLiteStore(StateLoader, SessionOpener):
             record.status, record.owner, record.lease_expires, record.updated = "running", owner, now + lease, now
             return record
 
-        return await self._write(claim)
+        return await self._change(claim)
 
     async def append_journal(self, run_id: str, owner: str, entries: Sequence[str], lease: float) -> None:
         now = self.clock()
@@ -136,11 +131,11 @@ class SQLiteStore(StateLoader, SessionOpener):
             _hold(db, run_id, owner, "lease_expires = ?, updated = ?", (now + lease, now))
             _append(db, run_id, entries)
 
-        await self._write(append)
+        await self._change(append)
 
     async def renew_run(self, run_id: str, owner: str, lease: float) -> None:
         expires = self.clock() + lease
-        await self._write(lambda db: _hold(db, run_id, owner, "lease_expires = ?", (expires,)))
+        await self._change(lambda db: _hold(db, run_id, owner, "lease_expires = ?", (expires,)))
 
     async def release_run(
         self,
@@ -167,7 +162,7 @@ class SQLiteStore(StateLoader, SessionOpener):
                 raise session_lost(run_id, turn.session_id)
             _append(db, run_id, entries)
 
-        await self._write(release)
+        await self._change(release)
 
     async def run_record(self, run_id: str) -> RunRecord | None:
         rows = await self._read(f"SELECT {_RUN_COLUMNS} FROM onion_runs WHERE run_id = ?", run_id)
@@ -186,7 +181,7 @@ class SQLiteStore(StateLoader, SessionOpener):
             db.execute("DELETE FROM onion_journal WHERE run_id = ?", (run_id,))
             db.execute("DELETE FROM onion_runs WHERE run_id = ?", (run_id,))
 
-        await self._write(delete)
+        await self._change(delete)
 
     # -- sessions --------------------------------------------------------------
 
@@ -195,7 +190,7 @@ class SQLiteStore(StateLoader, SessionOpener):
         return [row[0] for row in rows]
 
     async def session_append(self, session_id: str, messages: Sequence[str], *, lock: str | None = None) -> bool:
-        return await self._write(lambda db: _append_to_session(db, session_id, messages, lock))
+        return await self._change(lambda db: _append_to_session(db, session_id, messages, lock))
 
     async def session_clear(self, session_id: str) -> None:
         await self._execute("DELETE FROM onion_sessions WHERE session_id = ?", session_id)
@@ -214,7 +209,7 @@ class SQLiteStore(StateLoader, SessionOpener):
             db.execute("INSERT OR REPLACE INTO onion_session_locks VALUES (?, ?, ?)", (session_id, owner, now + lease))
             return True
 
-        return await self._write(lock)
+        return await self._change(lock)
 
     async def unlock_session(self, session_id: str, owner: str) -> None:
         await self._execute("DELETE FROM onion_session_locks WHERE session_id = ? AND owner = ?", session_id, owner)
@@ -260,7 +255,7 @@ class SQLiteStore(StateLoader, SessionOpener):
             )
             return result
 
-        return await self._write(update)
+        return await self._change(update)
 
     # -- upkeep ----------------------------------------------------------------
 
@@ -308,15 +303,6 @@ class SQLiteStore(StateLoader, SessionOpener):
 
     def __repr__(self) -> str:
         return f"<SQLiteStore {self.path}>"
-
-
-def _settle(done: asyncio.Future[Any], ok: bool, value: Any) -> None:
-    if done.done():  # its awaiter was cancelled; the write happened anyway
-        return
-    if ok:
-        done.set_result(value)
-    else:
-        done.set_exception(value)
 
 
 def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:

@@ -18,23 +18,29 @@ Work = Callable[[sqlite3.Connection], Any]
 
 _WRITE, _READ, _STOP = 0, 1, 2
 _Item = tuple[int, Work | None, asyncio.Future[Any] | None]
+_BUSY = 5  # SQLITE_BUSY: another connection holds the write lock
+HERE_AT_MOST = 8
+"""The most writes a loop commits itself in one transaction; more are committed by the thread, beside the loop."""
 
 
 class SQLiteThread:
-    """Runs work on `db` in a thread of its own, so no query blocks an event loop.
+    """Runs work on `db` in a thread of its own, or on the caller's loop when that cannot wait.
 
     `write(work)` runs `work(db)` in a `BEGIN IMMEDIATE` transaction. The
     writes queued while a transaction is written are committed together in
     the next one, each in a savepoint of its own: a write that raises is
-    rolled back alone and its exception goes to its caller only. A
-    transaction that cannot begin or commit (the lock held past the busy
-    timeout, a full disk) fails every write in it with `StoreUnavailable`,
-    and none of them happened. `read(work)` runs `work(db)` outside a
-    transaction, after the writes queued before it. Each caller's future is
-    settled on the caller's own event loop, so one store serves coroutines of
-    several loops and threads. The thread starts with the first query;
-    `stop()` / `astop()` finish what is queued, close the connection and end
-    it. `name` names the store in errors. `checkpoints`, if given, hears of
+    rolled back alone and its exception goes to its caller only. A transaction that cannot begin or commit (the
+    lock held past the busy timeout, a full disk) fails every write in it
+    with `StoreUnavailable`, and none of them happened. `write_soon(work)`
+    is `write` for short work: the writes a loop asks for in one pass are
+    committed on that loop, at once, when the connection is free and the
+    write lock is (`busy_timeout` 0 meanwhile), else in the thread as
+    `write`. `read(work)` runs `work(db)` outside a transaction, after the
+    writes queued before it. Each caller's future is settled on its own
+    event loop, so one store serves coroutines of several loops and
+    threads. The thread starts with the first query it is given; `stop()` /
+    `astop()` finish what is queued, close the connection and end it.
+    `name` names the store in errors. `checkpoints`, if given, hears of
     every commit (and is stopped before the connection closes).
     """
 
@@ -44,27 +50,99 @@ class SQLiteThread:
         self._db = db
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        """Guards `_closed`, `_thread`, `_queued` and `_soon`."""
+        self._using = threading.Lock()
+        """Held by whoever uses the connection: the thread, or a loop writing on it."""
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._queued = 0
+        """Queries given to the thread and not finished."""
+        self._soon: dict[asyncio.AbstractEventLoop, list[tuple[Work, asyncio.Future[Any]]]] = {}
+        """Each loop's writes waiting for its next pass (`write_soon`)."""
+        self._patience = int(db.execute("PRAGMA busy_timeout").fetchone()[0])
+        self._waits = True
+        """The connection's busy timeout is `_patience` (False: 0, while a loop writes)."""
 
     def write(self, work: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
-        """A future of `work(db)`'s value, run in a write transaction (see the class)."""
+        """A future of `work(db)`'s value, run in a write transaction in the thread (see the class)."""
         return self._submit(_WRITE, work)
+
+    def write_soon(self, work: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+        """A future of `work(db)`'s value, run in a write transaction on this loop when nothing waits (see the
+        class); `work` must be short: it may run on the loop."""
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        with self._lock:
+            if self._closed:
+                raise StoreUnavailable(f"{self.name} is closed: open a new one")
+            if self._queued:  # the thread is at work: join its next transaction
+                self._give((_WRITE, work, done))
+                return done
+            waiting = self._soon.get(loop)
+            if waiting is not None:
+                waiting.append((work, done))
+                return done
+            self._soon[loop] = [(work, done)]
+        if _alone(loop):  # no other write can join it
+            self._write_here(loop)
+        else:
+            loop.call_soon(self._write_here, loop)
+        return done
 
     def read(self, work: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
         """A future of `work(db)`'s value, run outside a transaction."""
         return self._submit(_READ, work)
 
     def _submit(self, kind: int, work: Work) -> asyncio.Future[Any]:
-        done = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
         with self._lock:
             if self._closed:
                 raise StoreUnavailable(f"{self.name} is closed: open a new one")
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._serve, name=f"onion {self.name}", daemon=True)
-                self._thread.start()
-            self._queue.put((kind, work, done))
+            for earlier, waiting in self._soon.pop(loop, ()):  # this loop's writes go first
+                self._give((_WRITE, earlier, waiting))
+            self._give((kind, work, done))
         return done
+
+    def _give(self, item: _Item) -> None:
+        """Queue `item` for the thread, starting it if need be. Called holding `_lock`."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name=f"onion {self.name}", daemon=True)
+            self._thread.start()
+        self._queued += item[0] != _STOP
+        self._queue.put(item)
+
+    def _write_here(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Commit the writes `loop` asked for in its last pass, on it, if the connection and the write lock are
+        free; else give them to the thread."""
+        with self._lock:
+            waiting = self._soon.pop(loop, None)
+            if not waiting:
+                return
+            if self._queued or len(waiting) > HERE_AT_MOST or not self._using.acquire(blocking=False):
+                for work, done in waiting:
+                    self._give((_WRITE, work, done))
+                return
+        try:
+            self._wait(False)
+            outcomes = self._commit([work for work, _ in waiting], here=True)
+        finally:
+            self._using.release()
+        if outcomes is None:  # another connection is writing: wait for it in the thread
+            with self._lock:
+                for work, done in waiting:
+                    if self._closed:
+                        done.set_exception(StoreUnavailable(f"{self.name} was closed: nothing was written"))
+                    else:
+                        self._give((_WRITE, work, done))
+            return
+        _settle([(done, ok, value) for (_, done), (ok, value) in zip(waiting, outcomes, strict=True)])
+
+    def _wait(self, waits: bool) -> None:
+        """Set the connection's busy timeout: the store's (`waits`), or 0. Called holding `_using`."""
+        if waits != self._waits:
+            self._db.execute(f"PRAGMA busy_timeout={self._patience if waits else 0}")
+            self._waits = waits
 
     def stop(self) -> None:
         """Finish the queued work, close the connection, end the thread; wait for it. Idempotent."""
@@ -90,12 +168,23 @@ class SQLiteThread:
             if self._closed:
                 return None
             self._closed = True
+            for waiting in self._soon.values():  # writes a loop has not reached yet: the thread does them
+                for work, done in waiting:
+                    self._give((_WRITE, work, done))
+            self._soon.clear()
             thread = self._thread
             if thread is None:
-                self._db.close()
+                with self._using:
+                    self._end()
                 return None
             self._queue.put((_STOP, None, stopped))
         return thread
+
+    def _end(self) -> None:
+        """Stop the checkpoints, close the connection. Called holding `_using`."""
+        if self.checkpoints is not None:
+            self.checkpoints.stop()
+        self._db.close()
 
     def _serve(self) -> None:
         """The thread: take everything queued, write it in one transaction, read, settle; until stopped."""
@@ -107,18 +196,21 @@ class SQLiteThread:
                 except queue.Empty:
                     break
             work = [item for item in batch if item[0] != _STOP]
-            try:
-                outcomes = self._run(work)
-            except BaseException as error:  # a bug here must not leave callers waiting forever
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                outcomes = [(False, error)] * len(work)
+            with self._using:
+                try:
+                    self._wait(True)
+                    outcomes = self._run(work)
+                except BaseException as error:  # a bug here must not leave callers waiting forever
+                    if self._db.in_transaction:
+                        self._db.execute("ROLLBACK")
+                    outcomes = [(False, error)] * len(work)
+            with self._lock:
+                self._queued -= len(work)
             _settle_all(work, outcomes)
             stopping = [item for item in batch if item[0] == _STOP]
             if stopping:
-                if self.checkpoints is not None:
-                    self.checkpoints.stop()
-                self._db.close()
+                with self._using:
+                    self._end()
                 _settle_all(stopping, [(True, None)] * len(stopping))
                 return
 
@@ -126,7 +218,9 @@ class SQLiteThread:
         outcomes: list[tuple[bool, Any]] = [(True, None)] * len(batch)
         writes = [i for i, (kind, _, _) in enumerate(batch) if kind == _WRITE]
         if writes:
-            for i, outcome in zip(writes, self._commit([batch[i][1] for i in writes]), strict=True):
+            committed = self._commit([batch[i][1] for i in writes], here=False)
+            assert committed is not None
+            for i, outcome in zip(writes, committed, strict=True):
                 outcomes[i] = outcome
         for i, (kind, work, _) in enumerate(batch):
             if kind == _READ:
@@ -137,12 +231,15 @@ class SQLiteThread:
                     outcomes[i] = (False, self._mapped("could not read", error))
         return outcomes
 
-    def _commit(self, works: list[Work | None]) -> list[tuple[bool, Any]]:
-        """Each of `works` in its own savepoint of one transaction (a lone one needs none): their outcomes."""
+    def _commit(self, works: list[Work | None], *, here: bool) -> list[tuple[bool, Any]] | None:
+        """Each of `works` in its own savepoint of one transaction (a lone one needs none): their outcomes; None
+        when `here` (on a loop) and another connection holds the write lock."""
         db = self._db
         try:
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as error:
+            if here and getattr(error, "sqlite_errorcode", 0) & 0xFF == _BUSY:
+                return None
             return [(False, self._unavailable("could not start writing", error)) for _ in works]
         alone = len(works) == 1
         outcomes: list[tuple[bool, Any]] = []
@@ -184,6 +281,12 @@ class SQLiteThread:
         )
         unavailable.__cause__ = error
         return unavailable
+
+
+def _alone(loop: asyncio.AbstractEventLoop) -> bool:
+    """Nothing else is ready to run on `loop` until it next waits (asyncio's loop; False for other loops): a write
+    asked for now has no other to be committed with, so it is committed at once."""
+    return not getattr(loop, "_ready", True)
 
 
 def damaged(error: BaseException) -> str:
