@@ -50,8 +50,9 @@ from onion import (
     tool,
 )
 from onion.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
-from onion.providers._provider_model import ProviderModel
 from onion.testing import Delay, DropConnection, FakeProviderServer, HTTPError, call, malformed_call
+
+ProviderModel = AnthropicModel | OpenAIChatModel | OpenAIResponsesModel  # the three public provider models
 
 API_KEY = "sk-ant-api03-Zx8Kq2Lm9Pw4Rt7Yb3Nc"
 EMAIL = "alice.doe@example.com"

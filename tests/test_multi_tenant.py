@@ -30,10 +30,8 @@ from onion import Agent, ModelCall, Stack, ToolCall, ToolRequest, tool, tracing
 from onion.providers import AnthropicModel
 from onion.stores import RedisStore
 from onion.stores import SQLiteStore as SQLiteRunStore
-from onion.testing import FakeProviderServer, FunctionModel, call
-from onion.testing.server import RecordedRequest
+from onion.testing import FakeProviderServer, FunctionModel, RecordedRequest, call
 from onion.tracing._html import page
-from onion.tracing._tree import tree
 
 USERS = {f"u{n:02d}": (f"user{n:02d}@corp.example", f"ORD-{n:02d}-{secrets.token_hex(4)}") for n in range(20)}
 OWNER = {marker: user for user, data in USERS.items() for marker in data}
@@ -223,7 +221,7 @@ async def test_two_tenants_sharing_one_pseudonymize_policy_never_see_each_others
         assert len(trace) == 200
         for span in trace:
             tenant = runs[span.ctx.id]
-            assert tenants_in(tree(span) + page([span])) <= {tenant}
+            assert tenants_in(str(span) + page([span])) <= {tenant}
         logged = [record for record in records.records if record.run_id in runs]
         assert len(logged) > 400
         for record in logged:

@@ -44,7 +44,6 @@ from middleware import approve, retry
 from onion import Agent, ModelCall, ModelResponse, RunFinished, RunResult, RunState, ToolCall, ToolThreads, tool
 from onion.errors import ModelError, OnionError, RunBusy
 from onion.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
-from onion.providers._provider_model import ProviderModel
 from onion.stores import MemoryStore
 from onion.testing import (
     BadGzip,
@@ -59,6 +58,8 @@ from onion.testing import (
     UndecodableBody,
     call,
 )
+
+ProviderModel = AnthropicModel | OpenAIChatModel | OpenAIResponsesModel  # the three public provider models
 
 RUNS = int(os.environ.get("ONION_SOAK_RUNS", "100"))
 SEED = int(os.environ.get("ONION_SOAK_SEED") or random.randrange(2**32))

@@ -26,8 +26,9 @@ from onion import (
 )
 from onion.errors import ModelError
 from onion.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
-from onion.providers._provider_model import ProviderModel
 from onion.testing import Delay, FakeProviderServer, FunctionModel, RecordedRequest, ScriptedModel, ServerItem, call
+
+ProviderModel = AnthropicModel | OpenAIChatModel | OpenAIResponsesModel  # the three public provider models
 
 ran: list[str] = []
 

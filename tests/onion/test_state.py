@@ -7,8 +7,9 @@ import json
 import pytest
 
 from onion import Message, PendingCall, RunState, RunStateError, ToolRequest, Usage
-from onion.providers._anthropic_wire import THINKING
-from onion.providers._openai_responses_wire import REASONING
+
+THINKING = "anthropic_thinking"  # where Message.meta keeps Anthropic thinking blocks (docs/providers.md)
+REASONING = "openai_reasoning"  # where Message.meta keeps Responses reasoning items (docs/providers.md)
 
 THINKING_BLOCKS = [
     {"type": "thinking", "thinking": "the user wants x", "signature": "sig-abc=="},

@@ -12,7 +12,6 @@ from pydantic import BaseModel
 
 from middleware import log, pseudonymize, redact
 from onion import Agent, Message, ModelCall, ModelResponse, Run, Tool, ToolThreads, Usage, tool
-from onion._stack import checked_by_default
 from onion._tool_sources import ToolSource
 from onion.stores import MemoryStore
 from onion.testing import FunctionModel, ScriptedModel, call
@@ -143,7 +142,7 @@ async def test_a_sub_agent_with_inherit_keeps_every_setting_of_the_agent() -> No
         "max_steps": 7,
         "parallel_tools": False,
         "settings": {"temperature": 0.25},
-        "checked": not checked_by_default(),
+        "checked": not Agent(child_model).checked,  # the other way than the default
         "store": store,
         "lease": 12.0,
         "tool_threads": ToolThreads(2),

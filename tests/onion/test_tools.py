@@ -241,8 +241,14 @@ async def test_an_aborted_tool_is_not_retried() -> None:
 
 
 @pytest.mark.parametrize("value", [0, -7, 2**64 + 5, -(10**40), True, False, 1.5, {"n": 3}, [1, 2]])
-def test_a_result_reads_as_the_json_of_what_the_tool_returned(value: Any) -> None:
+async def test_a_result_reads_as_the_json_of_what_the_tool_returned(value: Any) -> None:
     """ints (rendered without the serializer), bools, floats, dicts and lists all read as their JSON."""
-    from onion._tools import render
 
-    assert render(value) == json.dumps(value, separators=(",", ":"))
+    @tool
+    def give() -> Any:
+        """Give the value."""
+        return value
+
+    result = await Agent(ScriptedModel([[call("give")], "ok"]), tools=[give]).run("x")
+    [answer] = [m.text for m in result.messages if m.role == "tool"]
+    assert answer == json.dumps(value, separators=(",", ":"))

@@ -249,17 +249,13 @@ async def test_a_case_whose_run_raises_fails_with_the_error_and_the_others_go_on
     assert "ValueError: the model broke" in str(report)
 
 
-def test_case_names_come_from_the_input_and_given_names_must_differ() -> None:
+async def test_case_names_come_from_the_input_and_given_names_must_differ() -> None:
     """Inputs that read alike are numbered; two cases given one name are refused (they would share a cassette)."""
-    from onion.evals._run import case_names
-
-    assert case_names([Case("Weather in Paris?"), Case("weather in paris"), Case("x", name="mine")]) == [
-        "weather-in-paris",
-        "weather-in-paris-2",
-        "mine",
-    ]
+    agent = Agent(FunctionModel(lambda ctx: ModelResponse(Message.assistant("ok"))))
+    report = await evaluate(agent, [Case("Weather in Paris?"), Case("weather in paris"), Case("x", name="mine")])
+    assert [case.name for case in report.cases] == ["weather-in-paris", "weather-in-paris-2", "mine"]
     with pytest.raises(ValueError, match="given twice"):
-        case_names([Case("a", name="same"), Case("b", name="same")])
+        await evaluate(agent, [Case("a", name="same"), Case("b", name="same")])
 
 
 async def test_a_factory_gives_each_case_an_agent_of_its_own() -> None:

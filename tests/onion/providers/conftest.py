@@ -9,8 +9,9 @@ import pytest
 
 from onion import Agent, Event, RunFinished, RunResult
 from onion.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
-from onion.providers._provider_model import ProviderModel
 from onion.testing import FakeProviderServer
+
+ProviderModel = AnthropicModel | OpenAIChatModel | OpenAIResponsesModel  # the three public provider models
 
 APIS = ["anthropic", "openai", "openai-responses"]
 

@@ -12,11 +12,13 @@ import pytest
 from middleware import approve
 from onion import Agent, Message, ModelResponse, RunPaused, RunResult, RunState, ToolRequest, tool
 from onion.errors import BadRequestError
-from onion.providers._anthropic_wire import THINKING
 from onion.testing import FakeProviderServer
 from onion.testing._fake_wire import thinking_signature
 
 from .conftest import ModelFactory
+
+THINKING = "anthropic_thinking"  # where Message.meta keeps Anthropic thinking blocks (docs/providers.md)
+REASONING = "openai_reasoning"  # where Message.meta keeps Responses reasoning items (docs/providers.md)
 
 ran: list[str] = []
 
@@ -95,7 +97,6 @@ async def test_a_run_paused_on_openai_responses_sends_its_reasoning_item_back_on
     server: FakeProviderServer, make_model: ModelFactory, streamed: bool
 ) -> None:
     """The reasoning item of the paused turn survives JSON and goes back, unchanged, before its function call."""
-    from onion.providers._openai_responses_wire import REASONING
 
     ran.clear()
     asked = Message("assistant", "", [ToolRequest("call_1", "delete", {"path": "a.txt"})])

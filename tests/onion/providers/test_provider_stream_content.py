@@ -9,13 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from onion import Agent, Image, Message, ModelResponse, RunFinished, RunResult, TextDelta, ToolRequest, tool
-from onion.providers._anthropic_wire import THINKING
-from onion.providers._openai_responses_wire import REASONING
 from onion.testing import FakeProviderServer
 from onion.testing._fake_wire import thinking_signature
 
 from .conftest import ModelFactory
 from .test_provider_content import IMAGE_IN_USER, PNG, first_user_content, screenshot
+
+THINKING = "anthropic_thinking"  # where Message.meta keeps Anthropic thinking blocks (docs/providers.md)
+REASONING = "openai_reasoning"  # where Message.meta keeps Responses reasoning items (docs/providers.md)
 
 
 @tool

@@ -7,12 +7,13 @@ from typing import Any
 import pytest
 
 from onion import Agent, Message, ModelResponse, ToolRequest, tool
-from onion.providers._anthropic_wire import THINKING
-from onion.providers._openai_responses_wire import REASONING
 from onion.testing import FakeProviderServer
 from onion.testing._fake_wire import thinking_signature
 
 from .conftest import ModelFactory
+
+THINKING = "anthropic_thinking"  # where Message.meta keeps Anthropic thinking blocks (docs/providers.md)
+REASONING = "openai_reasoning"  # where Message.meta keeps Responses reasoning items (docs/providers.md)
 
 
 @tool

@@ -12,8 +12,9 @@ from pydantic import BaseModel
 
 from onion import Agent, Event, Message, ModelResponse, RunFinished, RunResult, TextDelta, ToolCallStarted, Usage, tool
 from onion.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
-from onion.providers._provider_model import ProviderModel
 from onion.testing import CassetteMismatch, FakeProviderServer, ScriptedModel, call, cassette
+
+ProviderModel = AnthropicModel | OpenAIChatModel | OpenAIResponsesModel  # the three public provider models
 
 APIS = ["anthropic", "openai", "openai-responses"]
 KEY = "sk-ant-api03-SECRETSECRETSECRET0123456789"

@@ -16,8 +16,9 @@ import pytest
 from middleware import cache, log, redact, retry
 from onion import Agent, Message, ModelCall, ModelNext, ModelResponse, RunResult, Usage
 from onion.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel
-from onion.providers._provider_model import ProviderModel
 from onion.testing import FakeProviderServer, HTTPError, cassette
+
+ProviderModel = AnthropicModel | OpenAIChatModel | OpenAIResponsesModel  # the three public provider models
 
 APIS = ["anthropic", "openai", "openai-responses"]
 
