@@ -81,12 +81,15 @@ async def test_an_error_is_logged_at_error_level_with_its_type_and_reraised(reco
 
 
 async def test_cancellation_is_logged_as_cancelled_and_propagates(records: list[logging.LogRecord]) -> None:
+    started = asyncio.Event()
+
     async def slow(_: object) -> str:
+        started.set()
         await asyncio.sleep(10)
         return "never"
 
     task = asyncio.ensure_future(Agent(FunctionModel(slow)).use(log).run("hi"))
-    await asyncio.sleep(0.01)
+    await started.wait()  # cancelled inside the logged model call, not before it began
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -79,8 +79,15 @@ async def test_a_timeout_error_raised_by_the_model_itself_is_not_rewritten() -> 
 
 
 async def test_outer_cancellation_propagates_as_cancelled_error() -> None:
-    task = asyncio.ensure_future(Agent(sleeping_model(10)).use(timeout(5)).run("hi"))
-    await asyncio.sleep(0.01)
+    started = asyncio.Event()
+
+    async def respond(_: ModelCall) -> str:
+        started.set()
+        await asyncio.sleep(10)
+        return "never"
+
+    task = asyncio.ensure_future(Agent(FunctionModel(respond)).use(timeout(5)).run("hi"))
+    await started.wait()  # cancelled inside the timed model call, not before it began
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
