@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._calls import Run, RunResult, ToolResult
 from ._committed import committed
-from ._journal import Journal, Replay, pending_batch, replay
+from ._journal import Journal
+from ._replay import Replay, pending_batch, replay
 from ._state import RunState, already_decided, check_trusted, rejection_text, state_key, take_decisions
 from .errors import OnionError, RunBusy, RunNotFound, RunStateError, StoreUnavailable
 

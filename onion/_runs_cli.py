@@ -18,8 +18,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from ._journal import replay
 from ._messages import Message
+from ._replay import replay
 from ._state import RunState
 from .errors import OnionError
 from .stores import RedisStore, RunRecord, SQLiteStore, Store

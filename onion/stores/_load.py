@@ -21,7 +21,7 @@ class StateLoader:
         Raises `RunNotFound` for an unknown id, `RunStateError` for a run
         that is running or failed (`agent.resume(run_id)` recovers those).
         """
-        from .._journal import replay
+        from .._replay import replay
         from .._state import RunState
 
         record = await self.run_record(run_id)

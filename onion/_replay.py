@@ -1,0 +1,142 @@
+"""Reading a journal back: the run rebuilt from its entries, and the batch its dead worker left unfinished.
+
+The entries are those `onion._journal` writes (its docstring lists them).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ._calls import ToolResult
+from ._content import part_from
+from ._messages import Message, ToolRequest, Usage
+from ._state import PauseKind, Pending
+from .errors import OnionError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ._journal import Journal
+    from ._tools import Tool
+
+INTERRUPTED = (
+    "Tool {name} was interrupted: the worker running it stopped before its result was recorded, "
+    "so it may or may not have run. Check whether it took effect before calling it again."
+)
+
+
+@dataclass(slots=True)
+class Replay:
+    """A run rebuilt from its journal: the history, and the batch its worker left unfinished."""
+
+    agent: str
+    messages: list[Message]
+    state: dict[str, Any]
+    steps: int = 0
+    usage: Usage = field(default_factory=Usage)
+    session: str | None = None
+    session_from: int = 0
+    unanswered: list[ToolRequest] = field(default_factory=list)
+    """The last response's tool calls, when their results are not all in the history."""
+    results: dict[str, ToolResult] = field(default_factory=dict)
+    """Recorded results of the unanswered calls, by call id."""
+    started: set[str] = field(default_factory=set)
+    """Unanswered calls that started (so may have run)."""
+    decided: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    """Unanswered calls a person approved after a pause: their edited arguments, or None (as the model asked)."""
+    decided_pause: tuple[PauseKind, str | None] | None = None
+    """A paused model call or run a person decided since the last model entry: its kind, the rejection or None."""
+
+    @property
+    def completed(self) -> bool:
+        """The last entry is a final answer: the run ended, only its release was lost."""
+        last = self.messages[-1] if self.messages else None
+        return self.steps > 0 and last is not None and last.role == "assistant" and not last.tool_calls
+
+
+def pending_batch(replayed: Replay, tools: Mapping[str, Tool], journal: Journal) -> Pending:
+    """The batch a dead worker left, for the loop to finish first: recorded results as they were, calls in doubt
+    answered as interrupted (held in `journal`; an idempotent tool's call runs again), the others to run.
+
+    A run whose last entry is its final answer has nothing left to run (`final`).
+    """
+    if replayed.completed:
+        return Pending({}, [], final=True)
+    kind, rejection = replayed.decided_pause or ("tool", None)
+    settled: dict[str | None, Message] = {
+        call_id: Message.tool(call_id, result.content, result.is_error) for call_id, result in replayed.results.items()
+    }
+    requests = []
+    for request in replayed.unanswered:
+        if request.id in settled:
+            continue
+        tool = tools.get(request.name)
+        if request.id in replayed.started and not (tool is not None and tool.idempotent):
+            interrupted = ToolResult(INTERRUPTED.format(name=request.name), is_error=True, call_id=request.id)
+            journal.hold_result(request.id, interrupted)
+            settled[request.id] = Message.tool(request.id, interrupted.content, True)
+        else:
+            edited = replayed.decided.get(request.id)
+            requests.append(request if edited is None else ToolRequest(request.id, request.name, dict(edited)))
+    return Pending(settled, requests, approved=bool(replayed.decided), kind=kind, rejection=rejection)
+
+
+def replay(run_id: str, entries: list[str]) -> Replay:
+    """Rebuild the run `run_id` from its journal entries; `OnionError` if they cannot be read."""
+    try:
+        first = json.loads(entries[0])
+        if first.get("k") != "start":
+            raise ValueError("the first entry is not the run's start")
+        run = Replay(
+            first["agent"],
+            [Message.from_dict(m) for m in first["messages"]],
+            first["state"],
+            steps=first.get("steps", 0),
+            usage=Usage(**first.get("usage", {})),
+            session=first.get("session"),
+            session_from=first.get("session_from", 0),
+        )
+        last = run.messages[-1] if run.messages else None
+        if last is not None and last.role == "assistant":
+            run.unanswered = list(last.tool_calls)  # a run journaled from where it paused
+        for text in entries[1:]:
+            _apply(run, json.loads(text))
+    except (ValueError, KeyError, TypeError, IndexError) as error:
+        raise OnionError(
+            f"the journal of run {run_id!r} cannot be read ({type(error).__name__}: {error}); "
+            "it was written by another version of onion or edited by hand"
+        ) from error
+    return run
+
+
+def _apply(run: Replay, entry: dict[str, Any]) -> None:
+    kind = entry["k"]
+    if kind == "model":
+        before = [Message.from_dict(m) for m in entry["before"]]
+        if entry.get("reset"):
+            run.messages = before
+        else:
+            run.messages += before
+        response = Message.from_dict(entry["response"])
+        run.messages.append(response)
+        run.steps += 1
+        run.usage.add(Usage(**entry["usage"]))
+        run.state = entry["state"]
+        run.unanswered = list(response.tool_calls)
+        run.results, run.started, run.decided, run.decided_pause = {}, set(), {}, None
+    elif kind == "decided":
+        if entry.get("kind", "tool") != "tool":
+            run.decided_pause = (entry["kind"], entry["rejected"])
+        else:
+            run.decided[entry["id"]] = entry["args"]
+    elif kind == "tool":
+        run.started.add(entry["id"])
+    elif kind == "result":
+        content = entry["content"]
+        if isinstance(content, list):
+            content = [part_from(part) for part in content]
+        run.results[entry["id"]] = ToolResult(content, is_error=entry["error"], call_id=entry["id"])
+    else:
+        raise ValueError(f"unknown entry kind {kind!r}")
