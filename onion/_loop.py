@@ -212,6 +212,7 @@ class Loop(ToolStep):
                 if tool is None or tool not in offered_now:  # not the agent's own, or a layer changed the offer
                     tool = tool_for(offered_now, request.name, by_name)
                 calls.append(ToolCall(run, request, tool))
+            del call, offered_now  # the model call is done: its copies are not held through the tool step
             if await self.tool_step(run, response, calls, requests, None):
                 return paused_result(run)
 
