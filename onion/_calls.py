@@ -171,11 +171,12 @@ class ToolCall(Call):
     """One tool call. A layer may change `args` (this call's own copy, nested values too) before `call_next`."""
 
     __slots__ = (
+        "_args",
+        "_asked",
         "_cancelled",
         "_entered",
         "_left_running",
         "approved",
-        "args",
         "id",
         "name",
         "pause_reason",
@@ -187,8 +188,8 @@ class ToolCall(Call):
     def __init__(self, run: Run, request: ToolRequest, tool: Tool | None, approved: bool = False) -> None:
         self.run = run
         self.name = request.name
-        args = request.args
-        self.args = dict(args) if MUTABLE.isdisjoint(map(type, args.values())) else own_copy(args)
+        self._asked = request.args
+        self._args: dict[str, Any] | None = None
         self.id = request.id
         self.tool = tool
         self.raw_args = request.raw_args
@@ -199,6 +200,29 @@ class ToolCall(Call):
         self._entered = False
         self._left_running = False
         self._cancelled: threading.Event | None = None
+
+    @property
+    def args(self) -> dict[str, Any]:
+        """This call's own arguments (a copy of the model's, nested dicts, lists and sets too), made when first read."""
+        args = self._args
+        if args is None:
+            args = self._args = own_copy(self._asked)
+        return args
+
+    @args.setter
+    def args(self, args: dict[str, Any]) -> None:
+        self._args = args
+
+    def _arguments(self) -> dict[str, Any]:
+        """The arguments to run the tool with: `args`, or the model's own when no layer read them and they hold no
+        dict, list or set (nothing a tool could change in the history)."""
+        args = self._args
+        if args is None:
+            asked = self._asked
+            if MUTABLE.isdisjoint(map(type, asked.values())):
+                return asked
+            args = self._args = own_copy(asked)
+        return args
 
     @property
     def cancelled(self) -> threading.Event:

@@ -172,7 +172,8 @@ class ToolStep:
             return ToolResult(
                 content=f"Unknown tool {call.name!r}. Available tools: {names}.", is_error=True, call_id=call.id
             )
-        if call.raw_args is not None and not call.args:
+        arguments = call._arguments()
+        if call.raw_args is not None and not arguments:
             return ToolResult(
                 content=f"The arguments for {call.name} were not valid JSON ({call.raw_args!r:.200}). "
                 "Send a JSON object matching the tool's parameters.",
@@ -180,7 +181,7 @@ class ToolStep:
                 call_id=call.id,
             )
         try:
-            args = tool.validate(call.args)
+            args = tool.validate(arguments)
         except ToolArgumentsError as error:
             return ToolResult(
                 content=f"{error}. Fix the arguments and call {call.name} again.", is_error=True, call_id=call.id
