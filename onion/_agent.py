@@ -41,11 +41,8 @@ T = TypeVar("T")
 class Agent(Generic[OutputT]):
     """An LLM agent whose every call flows through its stack of middleware.
 
-    `await agent.run(input)` calls the model; if it asked for tools, runs that
-    batch and calls it again, until an answer without tools (`max_steps` model
-    calls at most). The answer is validated as `output_type` (default `str`),
-    fed back with the errors up to `output_retries` times, then
-    `onion.errors.OutputValidationError`.
+    `await agent.run(input)` asks the model and runs the tools it asks for until an answer without tools
+    (`max_steps` model calls at most), validated as `output_type` (`output_retries` more tries).
     """
 
     def __init__(
@@ -179,7 +176,10 @@ class Agent(Generic[OutputT]):
             result = await run_in_session(loop, input, state, output_type, session_of(self, session), None)
         else:
             run = Run(self, input, first_messages(self, input), state, output_type)
-            result = await (loop.run_chain(run) if self.store is None else journaled(loop, run, self.store))
+            if self.store is None:
+                result = loop.finish(run, await loop.start(run))
+            else:
+                result = await journaled(loop, run, self.store)
         return await decided_in_place(self, result) if result.paused else result
 
     async def recover(self, run_id: str, *, output_type: Any = None) -> RunResult[Any]:

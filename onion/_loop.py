@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic
@@ -102,13 +102,27 @@ class Loop(ToolStep):
 
         A run resumed with its run pause rejected ends here, before its run layers (`CallRejected`).
         """
+        return self.finish(run, await self.start(run))
+
+    def start(self, run: Run) -> Awaitable[Any]:
+        """What `run_chain` awaits: the run chain on `run`, after the model's `prepare()` if it has one.
+
+        (`agent.run` awaits it itself, then `finish`: one coroutine fewer a run.)
+        """
         pending = run._pending
         if pending is not None and pending.kind == "run" and pending.rejection is not None:
             raise rejected(run, "run", pending.rejection)
         prepare = getattr(self.agent.model, "prepare", None)
         if prepare is not None:  # the model's client, set up before any layer's clock starts
-            await prepare()
-        result = await self.run(run)
+            return self.prepared(prepare, run)
+        return self.run(run)
+
+    async def prepared(self, prepare: Callable[[], Awaitable[Any]], run: Run) -> Any:
+        await prepare()
+        return await self.run(run)
+
+    def finish(self, run: Run, result: Any) -> RunResult[Any]:
+        """`result` of the run chain, checked; the messages injected meanwhile land at its end."""
         if not isinstance(result, RunResult):
             raise bad_result(self.stack, "run", result)
         if run._injected and result.status != "paused":
