@@ -1,12 +1,13 @@
-"""`RedisStore`'s link to Redis: the client it builds, and the batcher that sends a loop turn's commands at once."""
+"""The batcher: the commands a store's callers issue during one turn of an event loop, sent in one write."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
+import weakref
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 Command = tuple[Any, ...]
 """One Redis command as its words: `("GET", key)`."""
@@ -24,35 +25,12 @@ def _hiredis_pack() -> Callable[[Command], bytes] | None:
 hiredis_pack = _hiredis_pack()
 
 
-def connect(url: str, *, max_connections: int, timeout: float, connect_timeout: float) -> Any:
-    """A `redis.asyncio.Redis` on `url` that never sends a command twice (a write whose reply was lost may have
-    happened)."""
-    from redis.asyncio import BlockingConnectionPool, Redis
-    from redis.asyncio.retry import Retry
-    from redis.backoff import NoBackoff
+@functools.cache
+def redis_errors() -> tuple[type[Exception], type[Exception]]:
+    """redis-py's base error and its NOSCRIPT error, imported once a store first fails."""
+    from redis.exceptions import NoScriptError, RedisError
 
-    pool = BlockingConnectionPool.from_url(
-        url,
-        max_connections=max_connections,
-        timeout=timeout,
-        decode_responses=True,
-        socket_connect_timeout=connect_timeout,
-        socket_timeout=timeout,
-        retry=Retry(NoBackoff(), 0),
-        **_pool_checks_connections(),
-    )
-    return Redis(connection_pool=pool)
-
-
-def _pool_checks_connections() -> dict[str, Any]:
-    """Keep the pool's check that a pooled connection is still open: after a Redis restart each command then gets a
-    fresh connection instead of failing on a closed one. redis-py 7+ skips that check while maintenance
-    notifications (a Redis Enterprise feature) are on; older versions have neither."""
-    try:
-        from redis.maint_notifications import MaintNotificationsConfig
-    except ImportError:
-        return {}
-    return {"maint_notifications_config": MaintNotificationsConfig(enabled=False)}
+    return RedisError, NoScriptError
 
 
 class Batcher:
@@ -62,16 +40,17 @@ class Batcher:
     cancelled before it was sent is never sent, and none is sent twice.
     """
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, loop: asyncio.AbstractEventLoop) -> None:
         self.client = client
+        self.loop = weakref.ref(loop)
         self.queue: list[tuple[Command, asyncio.Future[Any]]] = []
         self.sending: set[asyncio.Task[None]] = set()
         pool = getattr(client, "connection_pool", None)
         # a single-connection client, or one without a pool, goes through redis-py's own pipeline
         self.pool = None if pool is None or getattr(client, "single_connection_client", False) else pool
 
-    def send(self, command: Command) -> asyncio.Future[Any]:
-        loop = asyncio.get_running_loop()
+    def send(self, loop: asyncio.AbstractEventLoop, command: Command) -> asyncio.Future[Any]:
+        """Queue `command` for this turn's round trip (`loop`: the running loop, this batcher's)."""
         if not self.queue:
             loop.call_soon(self._flush)
         future = loop.create_future()
@@ -158,24 +137,3 @@ def _pack(connection: Any, commands: list[Command]) -> tuple[list[bytes], list[A
         else:
             replies.append(None)
     return ([b"".join(packed)] if hiredis_pack is not None and packed else packed), replies
-
-
-def safe_url(url: str) -> str:
-    """`url` with its passwords (user:password@, ?password=, ?ssl_password=) shown as ***."""
-    scheme, found, rest = url.partition("://")
-    if found and "@" in rest:  # whatever stands before the last '@' (a password may hold '#', '?' or '/')
-        credentials, _, host = rest.rpartition("@")
-        user, colon, _ = credentials.partition(":")
-        url = f"{scheme}://{user + ':' if user and colon else ''}***@{host}"
-    parts = urlsplit(url)
-    query = "&".join(_hidden(pair) for pair in parts.query.split("&"))
-    return (
-        f"{parts.scheme}://{parts.netloc}{parts.path}"
-        + (f"?{query}" if parts.query else "")
-        + (f"#{parts.fragment}" if parts.fragment else "")
-    )
-
-
-def _hidden(pair: str) -> str:
-    name, equals, _ = pair.partition("=")
-    return f"{name}=***" if equals and "password" in unquote(name).lower() else pair
