@@ -4,25 +4,29 @@ Workloads (fake model, no latency): an answer alone (1 model call); one
 tool call then an answer (2 model calls, 1 tool call); the standard
 workload (2 model calls, 3 parallel tool calls). Each runs with no store
 and with a `SQLiteStore` in a temporary directory; the difference is the
-journal's cost. A journaled run of the standard workload waits for 4 store
-round trips (its start; the model response with the 3 tool starts; the 3
-results; the final response with the run's end), so one round trip (an
-`append_journal` of 3 entries, through the store's thread and one SQLite
-transaction) is measured alone. A burst of concurrent journaled runs
-(50 ms model latency) gives runs per second against the same burst with
-no store.
+journal's cost. A journaled run of the standard workload makes 4 durable
+writes (its start; the model response with the 3 tool starts; the 3
+results; the final response with the run's end), so one write (an
+`append_journal` of 3 entries) is measured alone, and so are the 4
+commits of a run's writes on a bare connection (the same statements and
+entries, no journal, no loop): the floor of the first row on this disk.
+A burst of concurrent journaled runs (50 ms model latency) gives runs
+per second against the same burst with no store.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from onion import Agent, Message, ModelCall, ModelResponse, Run, ToolRequest, Usage, tool
 from onion._journal import Journal
 from onion.stores import SQLiteStore
+from onion.stores._sqlite import _RUN_COLUMNS, _append, _connect, _hold
 
 from .table import Row, render
 from .timing import Batch, Scale, interleaved
@@ -96,6 +100,58 @@ async def round_trip(store: SQLiteStore, rounds: int = 500) -> float:
     return (time.perf_counter() - start) / rounds
 
 
+async def run_entries(where: Path) -> list[list[str]]:
+    """The entries of a journaled run of the standard workload, grouped as its 4 writes wrote them."""
+    async with SQLiteStore(where / "entries.db") as store:
+        result = await make_agent(3, store).run(QUESTION)
+        entries = await store.journal(result.run_id)
+    return [entries[:1], entries[1:5], entries[5:8], entries[8:]]
+
+
+def bare_commits(path: Path, writes: list[list[str]]) -> Batch:
+    """The 4 transactions of a journaled run's writes (the store's own statements, `writes`' entries) on a
+    connection of the store's settings, checkpointed between runs as the store's thread would: SQLite alone."""
+    db = _connect(str(path), 10.0)
+    start_entries, *appends, end_entries = writes
+
+    def one(db: sqlite3.Connection) -> None:
+        run_id, now = f"run-{uuid.uuid4().hex}", time.time()
+        db.execute("BEGIN IMMEDIATE")
+        db.execute(
+            f"INSERT INTO onion_runs ({_RUN_COLUMNS}) VALUES (?, ?, 'running', ?, ?, ?, ?, NULL, NULL, 0)",
+            (run_id, "agent", now, now, run_id, now + 30),
+        )
+        _append(db, run_id, start_entries)
+        db.execute("COMMIT")
+        for entries in appends:
+            db.execute("BEGIN IMMEDIATE")
+            _hold(db, run_id, run_id, "lease_expires = ?, updated = ?", (now + 30, now))
+            _append(db, run_id, entries)
+            db.execute("COMMIT")
+        db.execute("BEGIN IMMEDIATE")
+        _hold(
+            db,
+            run_id,
+            run_id,
+            "status = ?, state = ?, pending = ?, owner = NULL, lease_expires = NULL, updated = ?",
+            ("completed", None, 0, now),
+        )
+        _append(db, run_id, end_entries)
+        db.execute("COMMIT")
+
+    async def batch(n: int) -> float:
+        elapsed = 0.0
+        for i in range(n):
+            if i % 25 == 0:  # every 100 commits, as the store's checkpoint thread does (not timed: not on the loop)
+                db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            start = time.perf_counter()
+            one(db)
+            elapsed += time.perf_counter() - start
+        return elapsed
+
+    return batch
+
+
 async def burst(runs: int, store: SQLiteStore | None) -> float:
     """Wall seconds for `runs` concurrent runs of the standard workload (50 ms per model call)."""
     agent = make_agent(3, store, LATENCY)
@@ -114,6 +170,7 @@ async def measure(scale: Scale, where: Path) -> dict[str, float]:
     for calls, store in stores.items():
         cases[f"none {calls}"] = batch_of(make_agent(calls, None))
         cases[f"sqlite {calls}"] = batch_of(make_agent(calls, store))
+    cases["bare commits"] = bare_commits(where / "bare.db", await run_entries(where))
     t = await interleaved(cases, rounds=scale.rounds, target_s=scale.target_s * 5)
     t["model entry"] = await model_entry_cost()
     async with SQLiteStore(where / "trip.db") as store:
@@ -143,6 +200,14 @@ def rows(scale: Scale) -> list[Row]:
             "no store",
             BAR,
             aim=5.0,
+        ),
+        Row(
+            SECTION,
+            "the same run's 4 SQLite commits alone (bare connection)",
+            t["bare commits"] * 1e6,
+            "µs",
+            t["none 3"] * 1e6,
+            "run, no store",
         ),
         Row(
             SECTION,
