@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._boundary import BOUNDARY
 from ._calls import ModelResponse, Run, ToolBatch, ToolCall, ToolResult
@@ -105,15 +105,8 @@ class ToolStep:
             return [await self.one(call) for call in calls]
         current = asyncio.current_task()
         assert current is not None
-        failed: list[BaseException] = []
-        first_running = True
-
-        def stop(task: asyncio.Task[ToolResult]) -> None:
-            if not task.cancelled() and (error := task.exception()) is not None and not failed:
-                failed.append(error)
-                if first_running:  # stop the first call where it waits, as a task group would
-                    current.cancel()
-
+        side = SideBySide(current)
+        stop = side.stop
         create = asyncio.get_running_loop().create_task
         tasks = [create(self.one(call)) for call in calls[1:]]
         for task in tasks:
@@ -122,7 +115,7 @@ class ToolStep:
             try:
                 results = [await self.one(calls[0])]
             finally:
-                first_running = False
+                side.first_running = False
             for task in tasks:
                 results.append(await task)
         except BaseException as error:
@@ -130,8 +123,8 @@ class ToolStep:
                 task.remove_done_callback(stop)
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            if failed and isinstance(error, asyncio.CancelledError) and current.uncancel() == 0:
-                raise failed[0] from None
+            if side.failed is not None and isinstance(error, asyncio.CancelledError) and current.uncancel() == 0:
+                raise side.failed from None
             raise
         return results
 
@@ -211,6 +204,24 @@ class ToolStep:
                 value.call_id = call.id
             return value
         return ToolResult(content=render(value), call_id=call.id, value=value)
+
+
+class SideBySide:
+    """One batch's calls in tasks of their own: the first failure among them cancels the first call's task."""
+
+    __slots__ = ("current", "failed", "first_running")
+
+    def __init__(self, current: asyncio.Task[Any]) -> None:
+        self.current = current
+        self.failed: BaseException | None = None
+        self.first_running = True
+
+    def stop(self, task: asyncio.Task[ToolResult]) -> None:
+        """The done callback of each task: keeps its failure, the first one, and stops the first call if it runs."""
+        if not task.cancelled() and (error := task.exception()) is not None and self.failed is None:
+            self.failed = error
+            if self.first_running:  # stop the first call where it waits, as a task group would
+                self.current.cancel()
 
 
 def pause(run: Run, calls: list[ToolCall], requests: list[ToolRequest], answers: list[Message]) -> None:
