@@ -146,7 +146,8 @@ class Loop(ToolStep):
         run.steps = state.steps
         run.private = json.loads(json.dumps(state.private))
         run.usage.add(state.usage)
-        run._injected.extend(state.injected)
+        if state.injected:
+            run._injected = list(state.injected)
         run._pending = pending = pending_batch(state)
         run.approved = pending.kind == "run" and pending.rejection is None
         return run

@@ -6,6 +6,7 @@ import dataclasses
 import itertools
 import json
 import os
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any, ClassVar, Generic, Literal
@@ -22,6 +23,7 @@ OutputT = TypeVar("OutputT", default=str)
 """The type of a run's final output (`output_type`); `str` unless one is given."""
 
 _run_ids = itertools.count(1)
+_QUEUEING = threading.Lock()
 _PROCESS = os.urandom(4).hex()
 """Makes run ids unique across processes, so a saved run never shares its id with a new one."""
 
@@ -47,6 +49,7 @@ class Run(Call):
         "_output",
         "_paused",
         "_pending",
+        "_private",
         "agent",
         "approved",
         "emit",
@@ -55,7 +58,6 @@ class Run(Call):
         "journal",
         "messages",
         "output_type",
-        "private",
         "session",
         "session_from",
         "state",
@@ -76,8 +78,7 @@ class Run(Call):
         self.input = input
         self.messages = messages
         self.state: dict[str, Any] = {} if state is None else state
-        self.private: dict[str, Any] = {}
-        """Layers' own JSON data for this run: kept in a paused run's `RunState` (`private`), never in `run.state`."""
+        self._private: dict[str, Any] | None = None
         self.usage = Usage()
         self.session: str | None = None
         """The id of the session the run is on (`agent.run(..., session=...)`), else None."""
@@ -92,7 +93,7 @@ class Run(Call):
         """Set when the agent has a store: records each step so the run can be resumed."""
         self.output_type = output_type
         self._output: OutputSchema | None = None if output_type is str else output_schema(output_type)
-        self._injected: list[Message] = []  # a list, not a deque: 56 bytes, not 760, for every run
+        self._injected: list[Message] | None = None  # made by the first inject: most runs never queue one
         self._paused: PausedBatch | None = None
         self._pending: Pending | None = None
         """The batch the loop goes on with first (a resumed or recovered run), set before the run starts."""
@@ -108,6 +109,18 @@ class Run(Call):
     def run(self, run: Run) -> None:
         if run is not self:
             raise AttributeError("a Run's run is the run itself")
+
+    @property
+    def private(self) -> dict[str, Any]:
+        """Layers' own JSON data for this run: kept in a paused run's `RunState` (`private`), never in `run.state`."""
+        private = self._private
+        if private is None:
+            private = self._private = {}
+        return private
+
+    @private.setter
+    def private(self, private: dict[str, Any]) -> None:
+        self._private = private
 
     def pause(self, reason: str) -> RunResult[Any]:
         """Pause the run for a person's decision: `return ctx.pause(reason)` from a run layer, before `call_next`.
@@ -134,7 +147,14 @@ class Run(Call):
         string becomes a user message. Safe to call from any thread: messages
         from one thread land in the order it injected them.
         """
-        self._injected.append(Message.user(message) if isinstance(message, str) else message)
+        message = Message.user(message) if isinstance(message, str) else message
+        injected = self._injected
+        if injected is None:
+            with _QUEUEING:  # two threads injecting the first messages at once make one queue
+                injected = self._injected
+                if injected is None:
+                    injected = self._injected = []
+        injected.append(message)
 
     def flush_injected(self) -> None:
         """Append the queued messages to the history (onion calls this at safe points).
@@ -224,7 +244,7 @@ def capture(result: RunResult[Any]) -> RunState:
         messages=list(result.messages),
         answered=list(paused.answered) if paused is not None else [],
         pending=[dataclasses.replace(call) for call in paused.pending] if paused is not None else [],
-        injected=list(run._injected) if run is not None else [],
+        injected=list(run._injected or ()) if run is not None else [],
         steps=run.steps if run is not None else 0,
         usage=result.usage + Usage(),
         state=plain_state(result.state),
@@ -242,10 +262,10 @@ def capture(result: RunResult[Any]) -> RunState:
 
 def _private(run: Run | None) -> dict[str, Any]:
     """A JSON copy of `run.private`; `RunStateError` names the first key whose value is not JSON data."""
-    if run is None or not run.private:
+    if run is None or not run._private:
         return {}
     try:
-        copied: dict[str, Any] = json.loads(json.dumps(run.private))
+        copied: dict[str, Any] = json.loads(json.dumps(run._private))
     except (TypeError, ValueError) as error:
         raise RunStateError(
             f"run.private of run {run.id} is not JSON data ({error}): layers keep plain data there"
