@@ -111,10 +111,11 @@ async def run_entries(where: Path) -> list[list[str]]:
 def bare_commits(path: Path, writes: list[list[str]]) -> Batch:
     """The 4 transactions of a journaled run's writes (the store's own statements, `writes`' entries) on a
     connection of the store's settings, checkpointed between runs as the store's thread would: SQLite alone."""
-    db = _connect(str(path), 10.0)
+    connection = _connect(str(path), 10.0)
+    db = connection.cursor()
     start_entries, *appends, end_entries = writes
 
-    def one(db: sqlite3.Connection) -> None:
+    def one(db: sqlite3.Cursor) -> None:
         run_id, now = f"run-{uuid.uuid4().hex}", time.time()
         db.execute("BEGIN IMMEDIATE")
         db.execute(

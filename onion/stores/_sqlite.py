@@ -71,11 +71,11 @@ class SQLiteStore(StateLoader, SessionOpener):
 
     # -- plumbing --------------------------------------------------------------
 
-    def _write(self, work: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+    def _write(self, work: Callable[[sqlite3.Cursor], T]) -> asyncio.Future[T]:
         """`work(db)` in a write transaction, in the store's thread, with the writes queued meanwhile."""
         return self._thread.write(work)
 
-    def _change(self, work: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+    def _change(self, work: Callable[[sqlite3.Cursor], T]) -> asyncio.Future[T]:
         """`work(db)` (a few statements) in a write transaction: on this loop when nothing waits, else as `_write`."""
         return self._thread.write_soon(work)
 
@@ -93,7 +93,7 @@ class SQLiteStore(StateLoader, SessionOpener):
     ) -> None:
         now = self.clock()
 
-        def start(db: sqlite3.Connection) -> None:
+        def start(db: sqlite3.Cursor) -> None:
             try:
                 db.execute(
                     f"INSERT INTO onion_runs ({_RUN_COLUMNS}) VALUES (?, ?, 'running', ?, ?, ?, ?, NULL, ?, 0)",
@@ -108,7 +108,7 @@ class SQLiteStore(StateLoader, SessionOpener):
     async def claim_run(self, run_id: str, owner: str, lease: float, *, paused_only: bool = False) -> RunRecord:
         now = self.clock()
 
-        def claim(db: sqlite3.Connection) -> RunRecord:
+        def claim(db: sqlite3.Cursor) -> RunRecord:
             record = _record(db, run_id)
             if record is None:
                 raise run_not_found(run_id)
@@ -127,7 +127,7 @@ class SQLiteStore(StateLoader, SessionOpener):
     async def append_journal(self, run_id: str, owner: str, entries: Sequence[str], lease: float) -> None:
         now = self.clock()
 
-        def append(db: sqlite3.Connection) -> None:
+        def append(db: sqlite3.Cursor) -> None:
             _hold(db, run_id, owner, "lease_expires = ?, updated = ?", (now + lease, now))
             _append(db, run_id, entries)
 
@@ -150,7 +150,7 @@ class SQLiteStore(StateLoader, SessionOpener):
     ) -> None:
         now = self.clock()
 
-        def release(db: sqlite3.Connection) -> None:
+        def release(db: sqlite3.Cursor) -> None:
             _hold(
                 db,
                 run_id,
@@ -177,7 +177,7 @@ class SQLiteStore(StateLoader, SessionOpener):
         return [RunRecord(*row) for row in rows]
 
     async def delete_run(self, run_id: str) -> None:
-        def delete(db: sqlite3.Connection) -> None:
+        def delete(db: sqlite3.Cursor) -> None:
             db.execute("DELETE FROM onion_journal WHERE run_id = ?", (run_id,))
             db.execute("DELETE FROM onion_runs WHERE run_id = ?", (run_id,))
 
@@ -198,7 +198,7 @@ class SQLiteStore(StateLoader, SessionOpener):
     async def lock_session(self, session_id: str, owner: str, lease: float, *, renew: bool = False) -> bool:
         now = self.clock()
 
-        def lock(db: sqlite3.Connection) -> bool:
+        def lock(db: sqlite3.Cursor) -> bool:
             row = db.execute(
                 "SELECT owner, expires FROM onion_session_locks WHERE session_id = ?", (session_id,)
             ).fetchone()
@@ -243,7 +243,7 @@ class SQLiteStore(StateLoader, SessionOpener):
     async def _update_bucket(self, key: str, change: Callable[[Bucket, float], T]) -> T:
         now = self.clock()
 
-        def update(db: sqlite3.Connection) -> T:
+        def update(db: sqlite3.Cursor) -> T:
             row = db.execute(
                 "SELECT requests, tokens, updated, paused_until FROM onion_rates WHERE key = ?", (key,)
             ).fetchone()
@@ -267,7 +267,7 @@ class SQLiteStore(StateLoader, SessionOpener):
         """
         now = self.clock()
 
-        def purge(db: sqlite3.Connection) -> int:
+        def purge(db: sqlite3.Cursor) -> int:
             count = db.execute("DELETE FROM onion_cache WHERE expires < ?", (now,)).rowcount
             count += db.execute("DELETE FROM onion_session_locks WHERE expires < ?", (now,)).rowcount
             if older_than is not None:
@@ -320,12 +320,12 @@ def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
     return db
 
 
-def _record(db: sqlite3.Connection, run_id: str) -> RunRecord | None:
+def _record(db: sqlite3.Cursor, run_id: str) -> RunRecord | None:
     row = db.execute(f"SELECT {_RUN_COLUMNS} FROM onion_runs WHERE run_id = ?", (run_id,)).fetchone()
     return None if row is None else RunRecord(*row)
 
 
-def _hold(db: sqlite3.Connection, run_id: str, owner: str, assignments: str, values: tuple[Any, ...]) -> None:
+def _hold(db: sqlite3.Cursor, run_id: str, owner: str, assignments: str, values: tuple[Any, ...]) -> None:
     """Apply `assignments` to the run if `owner` holds it; else `LeaseLost` (or `RunNotFound`)."""
     changed = db.execute(
         f"UPDATE onion_runs SET {assignments} WHERE run_id = ? AND owner = ?", (*values, run_id, owner)
@@ -337,7 +337,7 @@ def _hold(db: sqlite3.Connection, run_id: str, owner: str, assignments: str, val
         raise run_lost(run_id, record.status)
 
 
-def _append_to_session(db: sqlite3.Connection, session_id: str, messages: Sequence[str], lock: str | None) -> bool:
+def _append_to_session(db: sqlite3.Cursor, session_id: str, messages: Sequence[str], lock: str | None) -> bool:
     """Append `messages` to the session, only while `lock` (if given) holds its lock; False when it does not."""
     if lock is not None:
         row = db.execute("SELECT owner FROM onion_session_locks WHERE session_id = ?", (session_id,)).fetchone()
@@ -353,7 +353,7 @@ def _append_to_session(db: sqlite3.Connection, session_id: str, messages: Sequen
     return True
 
 
-def _append(db: sqlite3.Connection, run_id: str, entries: Sequence[str]) -> None:
+def _append(db: sqlite3.Cursor, run_id: str, entries: Sequence[str]) -> None:
     if not entries:
         return
     (last,) = db.execute("SELECT coalesce(max(seq), 0) FROM onion_journal WHERE run_id = ?", (run_id,)).fetchone()
@@ -370,7 +370,7 @@ def _finite(value: float) -> float | None:
     return None if value == float("inf") else value
 
 
-def _running(db: sqlite3.Connection, run_id: str) -> bool:
+def _running(db: sqlite3.Cursor, run_id: str) -> bool:
     """`run_id` (a session lock's holder) is a run the store has running: its lock is not handed on."""
     return (
         db.execute("SELECT 1 FROM onion_runs WHERE run_id = ? AND status = 'running'", (run_id,)).fetchone() is not None

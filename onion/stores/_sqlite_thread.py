@@ -14,7 +14,8 @@ from ..errors import StoreUnavailable
 from ._sqlite_checkpoints import Checkpoints
 
 T = TypeVar("T")
-Work = Callable[[sqlite3.Connection], Any]
+Work = Callable[[Any], Any]
+"""A write's work takes the connection's cursor (`sqlite3.Cursor`), a read's the connection."""
 
 _WRITE, _READ, _STOP = 0, 1, 2
 _Item = tuple[int, Work | None, asyncio.Future[Any] | None]
@@ -48,6 +49,8 @@ class SQLiteThread:
         self.name = name
         self.checkpoints = checkpoints
         self._db = db
+        self._cursor = db.cursor()
+        """The one cursor writes run on (no cursor made per statement)."""
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._lock = threading.Lock()
         """Guards `_closed`, `_thread`, `_queued` and `_soon`."""
@@ -63,11 +66,11 @@ class SQLiteThread:
         self._waits = True
         """The connection's busy timeout is `_patience` (False: 0, while a loop writes)."""
 
-    def write(self, work: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+    def write(self, work: Callable[[sqlite3.Cursor], T]) -> asyncio.Future[T]:
         """A future of `work(db)`'s value, run in a write transaction in the thread (see the class)."""
         return self._submit(_WRITE, work)
 
-    def write_soon(self, work: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+    def write_soon(self, work: Callable[[sqlite3.Cursor], T]) -> asyncio.Future[T]:
         """A future of `work(db)`'s value, run in a write transaction on this loop when nothing waits (see the
         class); `work` must be short: it may run on the loop."""
         loop = asyncio.get_running_loop()
@@ -141,7 +144,7 @@ class SQLiteThread:
     def _wait(self, waits: bool) -> None:
         """Set the connection's busy timeout: the store's (`waits`), or 0. Called holding `_using`."""
         if waits != self._waits:
-            self._db.execute(f"PRAGMA busy_timeout={self._patience if waits else 0}")
+            self._cursor.execute(f"PRAGMA busy_timeout={self._patience if waits else 0}")
             self._waits = waits
 
     def stop(self) -> None:
@@ -234,9 +237,9 @@ class SQLiteThread:
     def _commit(self, works: list[Work | None], *, here: bool) -> list[tuple[bool, Any]] | None:
         """Each of `works` in its own savepoint of one transaction (a lone one needs none): their outcomes; None
         when `here` (on a loop) and another connection holds the write lock."""
-        db = self._db
+        db, cursor = self._db, self._cursor
         try:
-            db.execute("BEGIN IMMEDIATE")
+            cursor.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as error:
             if here and getattr(error, "sqlite_errorcode", 0) & 0xFF == _BUSY:
                 return None
@@ -246,23 +249,23 @@ class SQLiteThread:
         for work in works:
             assert work is not None
             if not alone:
-                db.execute("SAVEPOINT write")
+                cursor.execute("SAVEPOINT write")
             try:
-                outcomes.append((True, work(db)))
+                outcomes.append((True, work(cursor)))
             except BaseException as error:
                 if not db.in_transaction:  # SQLite rolled the whole transaction back (a full disk, I/O)
                     return [(False, self._unavailable("the write was rolled back", error)) for _ in works]
-                db.execute("ROLLBACK" if alone else "ROLLBACK TO write")
+                cursor.execute("ROLLBACK" if alone else "ROLLBACK TO write")
                 outcomes.append((False, self._mapped("could not write", error)))
                 if alone:
                     return outcomes
             if not alone:
-                db.execute("RELEASE write")
+                cursor.execute("RELEASE write")
         try:
-            db.execute("COMMIT")
+            cursor.execute("COMMIT")
         except sqlite3.Error as error:
             if db.in_transaction:
-                db.execute("ROLLBACK")
+                cursor.execute("ROLLBACK")
             return [(False, self._unavailable("could not commit", error)) for _ in works]
         if self.checkpoints is not None:
             self.checkpoints.committed()
