@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from ._copies import MUTABLE, own_copy
+from ._copies import own_copy
 from ._messages import Message, ToolRequest, Usage
 from ._results import ModelResponse as ModelResponse
 from ._results import ToolResult as ToolResult
@@ -212,17 +212,6 @@ class ToolCall(Call):
     @args.setter
     def args(self, args: dict[str, Any]) -> None:
         self._args = args
-
-    def _arguments(self) -> dict[str, Any]:
-        """The arguments to run the tool with: `args`, or the model's own when no layer read them and they hold no
-        dict, list or set (nothing a tool could change in the history)."""
-        args = self._args
-        if args is None:
-            asked = self._asked
-            if MUTABLE.isdisjoint(map(type, asked.values())):
-                return asked
-            args = self._args = own_copy(asked)
-        return args
 
     @property
     def cancelled(self) -> threading.Event:

@@ -16,10 +16,11 @@ def check_history(messages: Sequence[Message]) -> None:
     out of place.
     """
     calls: list[ToolRequest] = []
-    answered = 0
+    answered = asked = 0  # asked: len(calls)
     for index, message in enumerate(messages):
-        if message.role == "tool":
-            if answered == len(calls):
+        role = message.role
+        if role == "tool":
+            if answered == asked:
                 raise MessageOrderError(
                     f"message {index} is a tool result for {message.tool_call_id!r} that does not follow its "
                     "tool call (results must come right after the assistant message that asked for them)",
@@ -33,16 +34,16 @@ def check_history(messages: Sequence[Message]) -> None:
                     index=index,
                 )
             answered += 1
-            continue
-        if answered != len(calls):
+        elif answered != asked:
             raise MessageOrderError(
-                f"message {index} ({message.role}) comes before tool call(s) {_ids(calls[answered:])} were "
+                f"message {index} ({role}) comes before tool call(s) {_ids(calls[answered:])} were "
                 "answered; use run.inject() to add messages at a safe point",
                 index=index,
             )
-        if message.role == "assistant":
-            calls, answered = message.tool_calls, 0
-    if answered != len(calls):
+        elif role == "assistant":
+            calls = message.tool_calls
+            answered, asked = 0, len(calls)
+    if answered != asked:
         raise MessageOrderError(
             f"the history ends with unanswered tool call(s) {_ids(calls[answered:])}", index=len(messages) - 1
         )

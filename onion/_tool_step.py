@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ._boundary import BOUNDARY
 from ._calls import ModelResponse, Run, ToolBatch, ToolCall, ToolResult
-from ._copies import own_copy
+from ._copies import MUTABLE, own_copy
 from ._events import ToolResultEvent
 from ._messages import Message, ToolRequest
 from ._stack import bad_result, concurrent_call_next
@@ -165,7 +165,11 @@ class ToolStep:
             return ToolResult(
                 content=f"Unknown tool {call.name!r}. Available tools: {names}.", is_error=True, call_id=call.id
             )
-        arguments = call._arguments()
+        arguments = call._args
+        if arguments is None:  # no layer read them: the model's own, unless a tool could change them there
+            arguments = call._asked
+            if not MUTABLE.isdisjoint(map(type, arguments.values())):
+                arguments = call.args
         if call.raw_args is not None and not arguments:
             return ToolResult(
                 content=f"The arguments for {call.name} were not valid JSON ({call.raw_args!r:.200}). "

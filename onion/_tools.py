@@ -77,7 +77,8 @@ class Tool:
                 for e in error.errors()
             )
             raise ToolArgumentsError(f"invalid arguments for tool {self.name}: {problems}") from None
-        return dict(model.__dict__)  # extra="forbid": exactly the declared fields
+        fields: dict[str, Any] = model.__dict__  # extra="forbid": exactly the declared fields
+        return fields  # the model itself is dropped: its dict is the caller's own
 
     async def invoke(self, args: dict[str, Any], call: Any = None, threads: ToolThreads | None = None) -> Any:
         """Run the function with validated `args`; sync functions run on `threads` (default: onion's own).
