@@ -208,3 +208,59 @@ async def test_checkpoints_run_in_a_thread_of_their_own_and_end_with_the_store(t
     ]
     await store.aclose()
     assert store_threads() == before
+
+
+async def test_a_lone_write_commits_on_the_loop_and_is_in_the_file_when_it_returns(tmp_path: Path) -> None:
+    """With nothing else queued and the write lock free, a write commits on the caller's loop: no thread starts,
+    and another connection reads it as soon as the call returns."""
+    before = store_threads()
+    path = tmp_path / "x.db"
+    async with SQLiteStore(path) as store:
+        await store.set("k", "v", None)
+        assert store_threads() == before
+        other = sqlite3.connect(path)
+        assert other.execute("SELECT value FROM onion_cache WHERE key = 'k'").fetchone() == ("v",)
+        other.close()
+
+
+async def test_writes_asked_for_in_one_pass_commit_on_the_loop_in_one_transaction_a_failing_one_alone(
+    tmp_path: Path,
+) -> None:
+    """Writes asked for while the loop runs other callbacks are committed together at its next pass; one that
+    raises is rolled back alone and only its caller sees the error."""
+    async with SQLiteStore(tmp_path / "x.db") as store:
+        begun = transactions(store)
+
+        def refuse(db: sqlite3.Cursor) -> None:
+            db.execute("INSERT INTO onion_cache VALUES ('refused', 'x', NULL)")
+            raise ValueError("refused write")
+
+        async def refused() -> None:
+            await store._change(refuse)
+
+        outcomes = await asyncio.gather(
+            store.set("a", "1", None), refused(), store.set("b", "2", None), return_exceptions=True
+        )
+        assert outcomes[0] is None and outcomes[2] is None
+        assert isinstance(outcomes[1], ValueError) and str(outcomes[1]) == "refused write"
+        assert begun == ["BEGIN IMMEDIATE"]
+        assert [await store.get(key) for key in ("a", "refused", "b")] == ["1", None, "2"]
+
+
+async def test_a_write_that_finds_the_lock_taken_waits_for_it_in_the_thread_not_on_the_loop(tmp_path: Path) -> None:
+    """Another connection holds the write lock: the write does not wait on the loop (busy_timeout 0 there) but in
+    the store's thread, and lands once the lock is let go; the loop kept running meanwhile."""
+    path = tmp_path / "x.db"
+    async with SQLiteStore(path, busy_timeout=30) as store:
+        await store.set("first", "1", None)
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        writing = asyncio.ensure_future(store.set("k", "v", None))
+        for _ in range(5):
+            await asyncio.sleep(0.01)
+        assert not writing.done()
+        assert len(store_threads()) >= 1
+        other.execute("ROLLBACK")
+        other.close()
+        await writing
+        assert await store.get("k") == "v"
