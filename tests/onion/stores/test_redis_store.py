@@ -12,7 +12,7 @@ import pytest
 
 from middleware import cache, concurrency, rate_limit
 from onion import Agent, tool
-from onion.errors import RunBusy, StoreUnavailable
+from onion.errors import LeaseLost, RunBusy, StoreUnavailable
 from onion.stores import RedisStore
 from onion.stores import _redis as redis_module
 from onion.testing import RedisServer, ScriptedModel, call
@@ -266,13 +266,20 @@ async def test_a_write_whose_reply_is_lost_is_never_sent_again(redis_server: Red
         assert await store.journal("r") == ["start", "e"]
 
 
+@pytest.mark.parametrize("packer", ["hiredis", "redis-py"])
 async def test_commands_sent_together_share_one_round_trip_and_each_caller_gets_its_own_outcome(
-    redis_url: str,
+    redis_url: str, packer: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """50 concurrent reads, one command that fails (a list read of a plain key) and one cancelled before it was
-    sent: one round trip; each read its own value, the failing caller alone a StoreUnavailable, the cancelled
-    write never reaches Redis."""
+    """50 concurrent reads, one command that fails (a list read of a plain key), one that cannot be encoded (a lone
+    surrogate) and one cancelled before it was sent: one round trip; each read its own value, the failing caller
+    alone a StoreUnavailable, the unencodable one alone its UnicodeEncodeError, the cancelled write never reaches
+    Redis. The same with commands packed by hiredis or by redis-py (hiredis not installed)."""
     from redis.asyncio import BlockingConnectionPool, Connection, Redis
+
+    from onion.stores import _redis_batcher
+
+    if packer == "redis-py":
+        monkeypatch.setattr(_redis_batcher, "hiredis_pack", None)
 
     sent = []
 
@@ -293,12 +300,38 @@ async def test_commands_sent_together_share_one_round_trip_and_each_caller_gets_
         outcomes = await asyncio.gather(
             *reads,
             store._command("reading a list", "LRANGE", store._key("cache", "plain"), 0, -1),
+            store.session_append("s", ["\ud800"]),
             return_exceptions=True,
         )
         assert len(sent) == 1
         assert outcomes[:50] == [f"v{n}" for n in range(50)]
         assert isinstance(outcomes[50], StoreUnavailable) and "WRONGTYPE" in str(outcomes[50])
+        assert isinstance(outcomes[51], UnicodeEncodeError) and await store.session_messages("s") == []
         assert cancelled.cancelled() and await store.get("never") is None
+
+
+async def test_a_single_connection_client_of_the_users_serves_every_kind_of_call(redis_url: str) -> None:
+    """A `client=` built with `single_connection_client=True` (no pool to take connections from): concurrent calls
+    go through redis-py's own pipeline and each gets its own outcome."""
+    from redis.asyncio import Redis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
+    client = Redis.from_url(
+        redis_url, decode_responses=True, single_connection_client=True, retry=Retry(NoBackoff(), 0)
+    )
+    async with RedisStore(redis_url, namespace=namespace(), client=client) as store:
+        await store.set("k", "v", None)
+        await store.start_run("r", agent="a", owner="me", lease=5.0, entries=["start"])
+        outcomes = await asyncio.gather(
+            store.get("k"),
+            store.append_journal("r", "me", ["e"], 5.0),
+            store.acquire("m", 10, rpm=10, tpm=100, window=60),
+            store.append_journal("r", "someone else", ["x"], 5.0),
+            return_exceptions=True,
+        )
+        assert outcomes[:3] == ["v", None, 0.0] and isinstance(outcomes[3], LeaseLost)
+        assert await store.journal("r") == ["start", "e"]
 
 
 async def test_a_correction_from_another_thread_during_a_sweep_is_applied_and_fails_neither_call(
