@@ -1,4 +1,4 @@
-"""The journal: a run's steps recorded in its store as they happen, and read back to resume it.
+"""The journal: a run's steps recorded in its store as they happen (`onion._replay` reads them back).
 
 Entries are JSON objects, one per store row, by kind `k`:
 
@@ -69,8 +69,8 @@ def _dumps(entry: dict[str, Any]) -> str:
 class Journal:
     """Records one run's steps in `store` under `run_id`, as the worker `owner` holding its lease.
 
-    The lease (`lease` seconds) is extended by every write and by a task
-    renewing it every `lease / 3` seconds while the run goes on; a worker
+    The lease (`lease` seconds) is extended by every write and by a renewal
+    every `lease / 3` seconds while the run goes on; a worker
     that lost it gets `LeaseLost` on its next write, and a renewal that finds
     it lost cancels the run where it is (`stop_when_lost`).
     """

@@ -15,18 +15,12 @@ BACKSTOP_PAGES = 10_000
 
 
 class Checkpoints:
-    """Checkpoints the WAL of the SQLite file at `path` in a thread of its own, on a connection of its own.
+    """Checkpoints the WAL of the SQLite file at `path` every `every` commits, in a thread of its own.
 
-    SQLite's automatic checkpoint runs inside the commit that crosses its
-    threshold, and under `synchronous=NORMAL` a checkpoint syncs the WAL and
-    the database file to disk: that commit, and every caller waiting on it,
-    then waits for the disk (milliseconds, against tens of microseconds for
-    a commit). The store's connection therefore checkpoints only past
-    `BACKSTOP_PAGES`, and calls `committed()` after each commit; every
-    `every` commits this thread runs a `PASSIVE` checkpoint, which never
-    blocks a writer or a reader. A checkpoint that cannot run (another
-    process is checkpointing) is left to the next one. The thread starts with
-    the first checkpoint due; `stop()` ends it. `name` names the thread.
+    SQLite's own checkpoint runs inside the commit that crosses its
+    threshold and syncs to disk (milliseconds); here it is a `PASSIVE`
+    checkpoint on another connection, so no commit waits for it. The store
+    calls `committed()` after each commit; `stop()` ends the thread.
     """
 
     def __init__(self, path: str, name: str, *, every: int = CHECKPOINT_EVERY) -> None:
@@ -41,7 +35,7 @@ class Checkpoints:
         self._thread: threading.Thread | None = None
 
     def committed(self) -> None:
-        """Count one commit; every `every` commits, a checkpoint is due. Called by the store's thread only."""
+        """Count one commit; every `every` commits, a checkpoint is due. Called holding the store's connection."""
         self._commits += 1
         if self._commits % self.every:
             return
@@ -51,7 +45,7 @@ class Checkpoints:
         self._due.set()
 
     def stop(self) -> None:
-        """End the thread, once the checkpoint it may be running is done. Called by the store's thread only."""
+        """End the thread, once the checkpoint it may be running is done. Called holding the store's connection."""
         if self._thread is None:
             return
         self._stopping = True

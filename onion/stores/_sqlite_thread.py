@@ -27,22 +27,10 @@ HERE_AT_MOST = 8
 class SQLiteThread:
     """Runs work on `db` in a thread of its own, or on the caller's loop when that cannot wait.
 
-    `write(work)` runs `work(db)` in a `BEGIN IMMEDIATE` transaction. The
-    writes queued while a transaction is written are committed together in
-    the next one, each in a savepoint of its own: a write that raises is
-    rolled back alone and its exception goes to its caller only. A transaction that cannot begin or commit (the
-    lock held past the busy timeout, a full disk) fails every write in it
-    with `StoreUnavailable`, and none of them happened. `write_soon(work)`
-    is `write` for short work: the writes a loop asks for in one pass are
-    committed on that loop, at once, when the connection is free and the
-    write lock is (`busy_timeout` 0 meanwhile), else in the thread as
-    `write`. `read(work)` runs `work(db)` outside a transaction, after the
-    writes queued before it. Each caller's future is settled on its own
-    event loop, so one store serves coroutines of several loops and
-    threads. The thread starts with the first query it is given; `stop()` /
-    `astop()` finish what is queued, close the connection and end it.
-    `name` names the store in errors. `checkpoints`, if given, hears of
-    every commit (and is stopped before the connection closes).
+    Each caller's future is settled on its own event loop; the thread
+    starts with the first query it is given. `name` names the store in
+    errors; `checkpoints`, if given, hears of every commit. How writes are
+    grouped and where they run: `docs/durable.md` (Stores).
     """
 
     def __init__(self, db: sqlite3.Connection, name: str, checkpoints: Checkpoints | None = None) -> None:
@@ -67,12 +55,13 @@ class SQLiteThread:
         """The connection's busy timeout is `_patience` (False: 0, while a loop writes)."""
 
     def write(self, work: Callable[[sqlite3.Cursor], T]) -> asyncio.Future[T]:
-        """A future of `work(db)`'s value, run in a write transaction in the thread (see the class)."""
+        """A future of `work(cursor)`'s value, run in the thread in one transaction with the writes queued meanwhile,
+        each in a savepoint; `StoreUnavailable` when that transaction cannot begin or commit (none of it happened)."""
         return self._submit(_WRITE, work)
 
     def write_soon(self, work: Callable[[sqlite3.Cursor], T]) -> asyncio.Future[T]:
-        """A future of `work(db)`'s value, run in a write transaction on this loop when nothing waits (see the
-        class); `work` must be short: it may run on the loop."""
+        """`write(work)`, committed on this loop (with the writes it asks for in this pass) when the connection and the
+        write lock are free; `work` must be short: it may run on the loop."""
         loop = asyncio.get_running_loop()
         done = loop.create_future()
         with self._lock:
@@ -93,7 +82,7 @@ class SQLiteThread:
         return done
 
     def read(self, work: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
-        """A future of `work(db)`'s value, run outside a transaction."""
+        """A future of `work(connection)`'s value, run in the thread outside a transaction, after this loop's writes."""
         return self._submit(_READ, work)
 
     def _submit(self, kind: int, work: Work) -> asyncio.Future[Any]:
