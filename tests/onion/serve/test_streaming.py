@@ -65,7 +65,8 @@ async def test_a_client_that_leaves_a_run_without_a_store_cancels_it(serving: Ca
     served = serving(store=False)
     served.fake.script([Delay(10, "never sent")])
     async with served.client() as client, client.stream("POST", "/runs", json={"input": "go"}, headers=SSE) as stream:
-        first = sse_events(await anext(stream.aiter_text()))
+        chunks = stream.aiter_text()  # held: an iterator left to the collector closes the stream (the client leaves)
+        first = sse_events(await anext(chunks))
         for _ in range(600):  # a fresh server's first run imports its SDK first (seconds on a loaded machine)
             if served.fake.requests:
                 break
