@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._boundary import BOUNDARY
@@ -105,12 +106,9 @@ class ToolStep:
             return [await self.one(call) for call in calls]
         current = asyncio.current_task()
         assert current is not None
-        side = SideBySide(current)
-        stop = side.stop
+        side = SideBySide(current, self.one)
         create = asyncio.get_running_loop().create_task
-        tasks = [create(self.one(call)) for call in calls[1:]]
-        for task in tasks:
-            task.add_done_callback(stop)
+        tasks = [create(side.one(call)) for call in calls[1:]]
         try:
             try:
                 results = [await self.one(calls[0])]
@@ -119,12 +117,12 @@ class ToolStep:
             for task in tasks:
                 results.append(await task)
         except BaseException as error:
+            failed, side.stopped = side.failed, True
             for task in tasks:
-                task.remove_done_callback(stop)
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            if side.failed is not None and isinstance(error, asyncio.CancelledError) and current.uncancel() == 0:
-                raise side.failed from None
+            if failed is not None and isinstance(error, asyncio.CancelledError) and current.uncancel() == 0:
+                raise failed from None
             raise
         return results
 
@@ -213,19 +211,29 @@ class ToolStep:
 class SideBySide:
     """One batch's calls in tasks of their own: the first failure among them cancels the first call's task."""
 
-    __slots__ = ("current", "failed", "first_running")
+    __slots__ = ("current", "failed", "first_running", "run_one", "stopped")
 
-    def __init__(self, current: asyncio.Task[Any]) -> None:
+    def __init__(self, current: asyncio.Task[Any], run_one: Callable[[ToolCall], Awaitable[ToolResult]]) -> None:
         self.current = current
+        self.run_one = run_one
         self.failed: BaseException | None = None
         self.first_running = True
+        self.stopped = False
+        """Set once the batch stopped (it cancels the tasks): a failure after that is not the batch's."""
 
-    def stop(self, task: asyncio.Task[ToolResult]) -> None:
-        """The done callback of each task: keeps its failure, the first one, and stops the first call if it runs."""
-        if not task.cancelled() and (error := task.exception()) is not None and self.failed is None:
-            self.failed = error
-            if self.first_running:  # stop the first call where it waits, as a task group would
-                self.current.cancel()
+    async def one(self, call: ToolCall) -> ToolResult:
+        """`call` in a task of its own: its failure, the batch's first, is kept and stops the first call if it runs.
+
+        (What a done callback would do, without a callback scheduled for every task.)
+        """
+        try:
+            return await self.run_one(call)
+        except BaseException as error:
+            if not isinstance(error, asyncio.CancelledError) and self.failed is None and not self.stopped:
+                self.failed = error
+                if self.first_running:  # stop the first call where it waits, as a task group would
+                    self.current.cancel()
+            raise
 
 
 def pause(run: Run, calls: list[ToolCall], requests: list[ToolRequest], answers: list[Message]) -> None:
