@@ -118,15 +118,21 @@ class SQLiteThread:
         try:
             self._wait(False)
             outcomes = self._commit([work for work, _ in waiting], here=True)
+        except BaseException as error:  # interrupted mid-commit: no transaction left open, no caller left waiting
+            if self._db.in_transaction:
+                self._cursor.execute("ROLLBACK")
+            _settle([(done, False, error) for _, done in waiting])
+            raise
         finally:
             self._using.release()
         if outcomes is None:  # another connection is writing: wait for it in the thread
             with self._lock:
+                if self._closed:
+                    closed = StoreUnavailable(f"{self.name} was closed: nothing was written")
+                    _settle([(done, False, closed) for _, done in waiting])
+                    return
                 for work, done in waiting:
-                    if self._closed:
-                        done.set_exception(StoreUnavailable(f"{self.name} was closed: nothing was written"))
-                    else:
-                        self._give((_WRITE, work, done))
+                    self._give((_WRITE, work, done))
             return
         _settle([(done, ok, value) for (_, done), (ok, value) in zip(waiting, outcomes, strict=True)])
 
