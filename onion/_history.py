@@ -17,6 +17,27 @@ def check_history(messages: Sequence[Message]) -> None:
     """
     calls: list[ToolRequest] = []
     answered = asked = 0  # asked: len(calls)
+    for message in messages:  # the check of every model call: no index kept, no message built
+        role = message.role
+        if role == "tool":
+            if answered == asked or message.tool_call_id != calls[answered].id:
+                break
+            answered += 1
+        elif answered != asked:
+            break
+        elif role == "assistant":
+            calls = message.tool_calls
+            answered, asked = 0, len(calls)
+    else:
+        if answered == asked:
+            return
+    _raise_first_break(messages)
+
+
+def _raise_first_break(messages: Sequence[Message]) -> None:
+    """Raise `MessageOrderError` naming the first message of `messages` that breaks the order."""
+    calls: list[ToolRequest] = []
+    answered = asked = 0
     for index, message in enumerate(messages):
         role = message.role
         if role == "tool":
