@@ -68,44 +68,41 @@ class Batcher:
         try:
             if self.pool is None:
                 replies = await self._pipeline([command for command, _ in queue])
+                for (_, future), reply in zip(queue, replies, strict=True):
+                    _settle(future, reply)
             else:
-                replies = await self._exchange(queue)
-        except Exception as error:  # the connection: every command of the round trip failed with it
-            replies = [error] * len(queue)
+                await self._exchange(queue)
+        except Exception as error:  # the connection: every command still waiting failed with it
+            for _, future in queue:
+                _settle(future, error)
         except BaseException:  # cancelled (the loop is closing): so are the callers
             for _, future in queue:
                 future.cancel()
             raise
-        for (_, future), reply in zip(queue, replies, strict=True):
-            if future.done():
-                continue
-            if isinstance(reply, Exception):
-                future.set_exception(reply)
-            else:
-                future.set_result(reply)
 
-    async def _exchange(self, queue: list[tuple[Command, asyncio.Future[Any]]]) -> list[Any]:
-        """Write every command packed in one buffer on one pooled connection, then read their replies in order."""
+    async def _exchange(self, queue: list[tuple[Command, asyncio.Future[Any]]]) -> None:
+        """Write every command packed in one buffer on one pooled connection, then settle each caller as its reply
+        is read (those run while later replies are still on their way)."""
         from redis.exceptions import ResponseError
         from redis.exceptions import TimeoutError as RedisTimeout
 
         pool = self.pool
         connection = await pool.get_connection()  # type: ignore[union-attr]
         try:
-            packed, replies = _pack(connection, [command for command, _ in queue])
+            packed, unpacked = _pack(connection, [command for command, _ in queue])
             if packed:
                 await connection.send_packed_command(packed)
             try:
                 async with asyncio.timeout(connection.socket_timeout):  # one for the whole read, not one a reply
-                    for n, reply in enumerate(replies):
+                    for (_, future), reply in zip(queue, unpacked, strict=True):
                         if reply is None:
                             try:
-                                replies[n] = await connection.read_response(timeout=math.inf)
+                                reply = await connection.read_response(timeout=math.inf)
                             except ResponseError as error:  # this command's own error (WRONGTYPE, NOSCRIPT)
-                                replies[n] = error
+                                reply = error
+                        _settle(future, reply)
             except TimeoutError:  # read_response was cancelled inside it: it closed the connection
                 raise RedisTimeout(f"Timeout reading from {_where(connection)}") from None
-            return replies
         finally:
             await pool.release(connection)  # type: ignore[union-attr]
 
@@ -116,13 +113,23 @@ class Batcher:
         return list(await pipeline.execute(raise_on_error=False))
 
 
+def _settle(future: asyncio.Future[Any], reply: Any) -> None:
+    """Give a caller still waiting its reply, or its error."""
+    if future.done():
+        return
+    if isinstance(reply, Exception):
+        future.set_exception(reply)
+    else:
+        future.set_result(reply)
+
+
 def _where(connection: Any) -> str:
     path = getattr(connection, "path", None)
     return str(path) if path else f"{getattr(connection, 'host', '?')}:{getattr(connection, 'port', '?')}"
 
 
 def _pack(connection: Any, commands: list[Command]) -> tuple[list[bytes], list[Any]]:
-    """The commands packed for the wire, and a reply slot for each: None to read, or the error that packing it
+    """The commands packed for the wire, and for each None (sent: its reply is to read) or the error packing it
     raised (that command alone fails; it is not sent)."""
     packed: list[bytes] = []
     replies: list[Any] = []
