@@ -230,8 +230,22 @@ class SQLiteThread:
         return outcomes
 
     def _commit(self, works: list[Work | None], *, here: bool) -> list[tuple[bool, Any]] | None:
-        """Each of `works` in its own savepoint of one transaction (a lone one needs none): their outcomes; None
-        when `here` (on a loop) and another connection holds the write lock."""
+        """`works` in one transaction: their outcomes; None when `here` (on a loop) and another connection holds
+        the write lock.
+
+        They run one after the other; when one of several raises, the
+        transaction is rolled back and they run again, each in a savepoint of
+        its own, so that only the one that raised is undone (a work may
+        therefore run twice: it only reads and writes the database).
+        """
+        try:
+            return self._transaction(works, here=here, apart=False)
+        except _Apart:
+            return self._transaction(works, here=here, apart=True)
+
+    def _transaction(self, works: list[Work | None], *, here: bool, apart: bool) -> list[tuple[bool, Any]] | None:
+        """`_commit`'s one try: each work in a savepoint when `apart`; `_Apart` (rolled back) when one of several
+        raises without."""
         db, cursor = self._db, self._cursor
         try:
             cursor.execute("BEGIN IMMEDIATE")
@@ -239,22 +253,23 @@ class SQLiteThread:
             if here and getattr(error, "sqlite_errorcode", 0) & 0xFF == _BUSY:
                 return None
             return [(False, self._unavailable("could not start writing", error)) for _ in works]
-        alone = len(works) == 1
         outcomes: list[tuple[bool, Any]] = []
         for work in works:
             assert work is not None
-            if not alone:
+            if apart:
                 cursor.execute("SAVEPOINT write")
             try:
                 outcomes.append((True, work(cursor)))
             except BaseException as error:
                 if not db.in_transaction:  # SQLite rolled the whole transaction back (a full disk, I/O)
                     return [(False, self._unavailable("the write was rolled back", error)) for _ in works]
-                cursor.execute("ROLLBACK" if alone else "ROLLBACK TO write")
+                cursor.execute("ROLLBACK TO write" if apart else "ROLLBACK")
+                if not apart and len(works) > 1:
+                    raise _Apart from None
                 outcomes.append((False, self._mapped("could not write", error)))
-                if alone:
+                if not apart:
                     return outcomes
-            if not alone:
+            if apart:
                 cursor.execute("RELEASE write")
         try:
             cursor.execute("COMMIT")
@@ -279,6 +294,10 @@ class SQLiteThread:
         )
         unavailable.__cause__ = error
         return unavailable
+
+
+class _Apart(Exception):
+    """One of the works written together raised: write them again, each in a savepoint."""
 
 
 def _alone(loop: asyncio.AbstractEventLoop) -> bool:

@@ -19,11 +19,11 @@ def store_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("onion SQLiteStore(")]
 
 
-def transactions(store: SQLiteStore) -> list[str]:
-    """Every `BEGIN` the store's connection runs from now on (its trace, as SQLite reports it)."""
-    begun: list[str] = []
-    store._db.set_trace_callback(lambda sql: begun.append(sql) if sql.startswith("BEGIN") else None)
-    return begun
+def commits(store: SQLiteStore) -> list[str]:
+    """Every `COMMIT` the store's connection runs from now on (its trace, as SQLite reports it)."""
+    committed: list[str] = []
+    store._db.set_trace_callback(lambda sql: committed.append(sql) if sql == "COMMIT" else None)
+    return committed
 
 
 async def held(store: SQLiteStore) -> tuple[asyncio.Future[None], threading.Event]:
@@ -46,7 +46,7 @@ async def test_writes_queued_during_a_transaction_commit_together_and_a_failing_
     and only its caller sees the error."""
     async with SQLiteStore(tmp_path / "x.db") as store:
         busy, release = await held(store)
-        begun = transactions(store)
+        committed = commits(store)
 
         def refuse(db: sqlite3.Connection) -> None:
             db.execute("INSERT INTO onion_cache VALUES ('refused', 'x', NULL)")
@@ -63,7 +63,7 @@ async def test_writes_queued_during_a_transaction_commit_together_and_a_failing_
         outcomes = await asyncio.gather(*writes, return_exceptions=True)
         assert outcomes[0] is None and outcomes[2] is None
         assert isinstance(outcomes[1], ValueError) and str(outcomes[1]) == "refused write"
-        assert begun == ["BEGIN IMMEDIATE"]
+        assert committed == ["COMMIT", "COMMIT"]  # the busy write's, then the three's
         assert [await store.get(key) for key in ("a", "refused", "b")] == ["1", None, "2"]
 
 
@@ -229,7 +229,7 @@ async def test_writes_asked_for_in_one_pass_commit_on_the_loop_in_one_transactio
     """Writes asked for while the loop runs other callbacks are committed together at its next pass; one that
     raises is rolled back alone and only its caller sees the error."""
     async with SQLiteStore(tmp_path / "x.db") as store:
-        begun = transactions(store)
+        committed = commits(store)
 
         def refuse(db: sqlite3.Cursor) -> None:
             db.execute("INSERT INTO onion_cache VALUES ('refused', 'x', NULL)")
@@ -243,7 +243,7 @@ async def test_writes_asked_for_in_one_pass_commit_on_the_loop_in_one_transactio
         )
         assert outcomes[0] is None and outcomes[2] is None
         assert isinstance(outcomes[1], ValueError) and str(outcomes[1]) == "refused write"
-        assert begun == ["BEGIN IMMEDIATE"]
+        assert committed == ["COMMIT"]
         assert [await store.get(key) for key in ("a", "refused", "b")] == ["1", None, "2"]
 
 
@@ -264,3 +264,22 @@ async def test_a_write_that_finds_the_lock_taken_waits_for_it_in_the_thread_not_
         other.close()
         await writing
         assert await store.get("k") == "v"
+
+
+async def test_writes_committed_together_after_one_raised_land_once_each(tmp_path: Path) -> None:
+    """When one of several writes raises, the others are written again in savepoints after a rollback: each of
+    them lands exactly once (no session message twice), the refused one not at all."""
+    async with SQLiteStore(tmp_path / "x.db") as store:
+
+        def refuse(db: sqlite3.Cursor) -> None:
+            db.execute("INSERT INTO onion_sessions VALUES ('s', 99, 'refused')")
+            raise ValueError("refused write")
+
+        async def refused() -> None:
+            await store._change(refuse)
+
+        outcomes = await asyncio.gather(
+            store.session_append("s", ["m1"]), refused(), store.session_append("s", ["m2"]), return_exceptions=True
+        )
+        assert outcomes[0] is True and outcomes[2] is True and isinstance(outcomes[1], ValueError)
+        assert await store.session_messages("s") == ["m1", "m2"]
