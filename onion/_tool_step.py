@@ -19,7 +19,7 @@ from ._messages import Message, ToolRequest
 from ._stack import bad_result, concurrent_call_next
 from ._state import PausedBatch, PendingCall, plain_state
 from ._text import valid_text
-from ._tools import render
+from ._tools import Tool, render
 from .errors import HookFailed, MiddlewareError, RunBusy, RunStateError, ToolArgumentsError, ToolLeftRunning
 
 if TYPE_CHECKING:
@@ -195,10 +195,20 @@ class ToolStep:
             if journal is not None:
                 await journal.started(call)
             boundary = BOUNDARY.get()
-            if boundary is None:
-                value = await tool.invoke(args, call, threads)
-            else:
+            if boundary is not None:
                 value = await boundary.tool(call, lambda: tool.invoke(args, call, threads))
+            elif type(tool) is Tool and tool.is_async and tool._context_parameter is None:
+                try:  # what invoke does for a plain async function, without a coroutine of its own
+                    value = await tool.function(**args)
+                except asyncio.CancelledError:
+                    call.cancelled.set()
+                    raise
+                except Exception:
+                    raise
+                except BaseException as error:
+                    raise tool.aborted(error) from error
+            else:
+                value = await tool.invoke(args, call, threads)
         finally:
             call._entered = False
         if isinstance(value, ToolResult):  # the tool answered itself (an MCP server's isError result, ...)

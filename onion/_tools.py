@@ -104,7 +104,11 @@ class Tool:
         except Exception:
             raise
         except BaseException as error:
-            raise ToolAborted(f"tool {self.name} raised {type(error).__name__}: {error}") from error
+            raise self.aborted(error) from error
+
+    def aborted(self, error: BaseException) -> ToolAborted:
+        """The error a `BaseException` other than cancellation (`SystemExit`, ...) from the tool becomes."""
+        return ToolAborted(f"tool {self.name} raised {type(error).__name__}: {error}")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)
