@@ -6,13 +6,19 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 from onion.testing import FakeProviderServer, RedisServer
+
+sys.path.insert(0, str(Path(__file__).parent))  # forker.py imports by name
+
+from forker import Forker
 
 # Property tests explore the same examples on every run (CI never fails on a new random draw);
 # `HYPOTHESIS_PROFILE=explore` searches afresh.
@@ -86,6 +92,14 @@ def redis_url(redis_bin: str) -> Iterator[str]:
     server = RedisServer(redis_bin).start()
     yield server.url
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def forker() -> Iterator[Forker]:
+    """Worker processes forked from one that imported onion, the SDKs and redis once (see tests/forker.py)."""
+    server = Forker("anthropic", "openai", "redis", "onion", "onion.providers.anthropic", "onion.stores", "middleware")
+    yield server
+    server.close()
 
 
 @pytest.fixture

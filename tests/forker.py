@@ -1,0 +1,220 @@
+"""Worker processes for the multi-process tests, forked from one process that imported onion and the SDKs once.
+
+A new interpreter spends most of its start importing the SDKs (over a
+second of CPU on this machine) and as long again tearing them down. A
+`Forker` starts one server process that imports them once; each
+`forker.popen(script, *args)` is a fresh child forked from it that runs
+`script` as `python script args...` would: its own `__main__`, argv,
+environment, directory and `sys.path[0]`, stdin, stdout and stderr on
+pipes to the test, threads joined and atexit functions run at the end,
+the same exit code. The child is `Forked`, used as a `subprocess.Popen`.
+
+The server is single-threaded, so a fork never copies a lock held by
+another thread; it exits when the test process's end of its stdin closes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gc
+import importlib
+import io
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+import types
+from pathlib import Path
+from typing import Any, NoReturn
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Forked:
+    """A child of the fork server, used as a `subprocess.Popen` in text mode with all three pipes."""
+
+    def __init__(self, link: socket.socket, stdin: int, stdout: int, stderr: int) -> None:
+        self._link = link
+        self.stdin: io.TextIOWrapper | None = open(stdin, "w", encoding="utf-8")  # noqa: SIM115
+        self.stdout: io.TextIOWrapper | None = open(stdout, encoding="utf-8")  # noqa: SIM115
+        self.stderr: io.TextIOWrapper | None = open(stderr, encoding="utf-8")  # noqa: SIM115
+        self.pid: int = json.loads(link.recv(1 << 16))["pid"]
+        self.returncode: int | None = None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self._link.settimeout(timeout)
+            try:
+                reply = self._link.recv(1 << 16)
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0) from None
+            self.returncode = json.loads(reply)["returncode"]
+            self._link.close()
+        return self.returncode
+
+    def poll(self) -> int | None:
+        if self.returncode is None and select.select([self._link], [], [], 0)[0]:
+            return self.wait()
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def communicate(self, input: str | None = None, timeout: float | None = None) -> tuple[str, str]:
+        """Send `input`, close stdin, read stdout and stderr to their ends, wait for the exit."""
+        if self.stdin is not None:
+            if input:
+                self.stdin.write(input)
+            with contextlib.suppress(BrokenPipeError):
+                self.stdin.close()
+            self.stdin = None
+        read: dict[str, str] = {}
+
+        def drain(name: str, stream: io.TextIOWrapper | None) -> None:
+            read[name] = stream.read() if stream is not None else ""
+
+        threads = [threading.Thread(target=drain, args=(name, getattr(self, name))) for name in ("stdout", "stderr")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout)
+            if thread.is_alive():
+                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0)
+        for name in ("stdout", "stderr"):
+            stream = getattr(self, name)
+            if stream is not None:
+                stream.close()
+        self.wait(timeout)
+        return read["stdout"], read["stderr"]
+
+
+class Forker:
+    """One fork server: `popen(script, *args, env=...)` forks a child of it that runs `script`."""
+
+    def __init__(self, *preload: str) -> None:
+        self._folder = tempfile.TemporaryDirectory()
+        self.address = str(Path(self._folder.name) / "forker")
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        command = [sys.executable, __file__, self.address, *preload]
+        self._server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        assert self._server.stdout is not None and self._server.stdout.readline() == b"ready\n"
+
+    def popen(
+        self, script: str | Path, *args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None
+    ) -> Forked:
+        """Run `python script *args` as a child of the server (the environment `env`, else this process's)."""
+        pipes = [os.pipe() for _ in range(3)]  # (read, write) each
+        theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
+        request = {"argv": [str(script), *args], "env": dict(os.environ if env is None else env)}
+        request["cwd"] = str(cwd if cwd is not None else os.getcwd())
+        link = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        link.connect(self.address)
+        socket.send_fds(link, [json.dumps(request).encode()], theirs)
+        for fd in theirs:
+            os.close(fd)
+        return Forked(link, pipes[0][1], pipes[1][0], pipes[2][0])
+
+    def close(self) -> None:
+        assert self._server.stdin is not None
+        self._server.stdin.close()
+        self._server.wait(timeout=30)
+        self._folder.cleanup()
+
+
+# -- the server --------------------------------------------------------------------------------------------------
+
+
+def _child(request: dict[str, Any], fds: list[int]) -> NoReturn:
+    """Become `python argv...` on the pipes `fds`; exit as its interpreter would."""
+    for fd, target in zip(fds, (0, 1, 2), strict=True):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    script = os.path.abspath(request["argv"][0])
+    sys.argv, sys.path[0] = [script, *request["argv"][1:]], os.path.dirname(script)
+    main = types.ModuleType("__main__")
+    main.__file__ = script
+    sys.modules["__main__"] = main
+    try:
+        with open(script, encoding="utf-8") as file:
+            code = compile(file.read(), script, "exec")
+        exec(code, main.__dict__)
+    except SystemExit as exit:
+        _finish(exit)
+    except BaseException:
+        traceback.print_exc()
+        _finish(SystemExit(1))
+    _finish(SystemExit(0))
+
+
+def _finish(exit: SystemExit) -> NoReturn:
+    """End as the interpreter would (threads joined, atexit functions run, output flushed, the same code), without
+    tearing down the preloaded modules: that would copy most of their pages into the child."""
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    code = exit.code
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BrokenPipeError, ValueError):
+            stream.flush()
+    os._exit(code or 0)
+
+
+def _serve(address: str, preload: list[str]) -> None:
+    for name in preload:
+        importlib.import_module(name)
+    gc.freeze()  # a child's collections leave the preloaded objects (and their pages) alone
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(address)
+    listener.listen(64)
+    os.write(1, b"ready\n")
+    children: dict[int, tuple[socket.socket, int]] = {}  # pidfd -> (the test's link, pid)
+    while True:
+        ready, _, _ = select.select([0, listener, *children], [], [])
+        for fd in ready:
+            if fd == 0:
+                if not os.read(0, 1 << 16):  # the test process is gone, or closed us
+                    return
+            elif fd is listener:
+                link, _ = listener.accept()
+                message, fds, _, _ = socket.recv_fds(link, 1 << 20, 3)
+                pid = os.fork()
+                if pid == 0:
+                    listener.close()
+                    for pidfd, (other, _) in children.items():
+                        os.close(pidfd)
+                        other.close()
+                    link.close()
+                    _child(json.loads(message), fds)
+                for given in fds:
+                    os.close(given)
+                link.send(json.dumps({"pid": pid}).encode())
+                children[os.pidfd_open(pid)] = (link, pid)
+            else:
+                link, pid = children.pop(fd)
+                os.close(fd)
+                _, status = os.waitpid(pid, 0)
+                with contextlib.suppress(OSError):  # the test may have left
+                    link.send(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}).encode())
+                link.close()
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1], sys.argv[2:])
