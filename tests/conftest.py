@@ -97,7 +97,8 @@ def redis_url(redis_bin: str) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def forker() -> Iterator[Forker]:
     """Worker processes forked from one that imported onion, the SDKs and redis once (see tests/forker.py)."""
-    server = Forker("anthropic", "openai", "redis", "onion", "onion.providers.anthropic", "onion.stores", "middleware")
+    preload = ("anthropic", "openai", "redis", "onion", "onion.providers.anthropic", "onion.providers.openai")
+    server = Forker(*preload, "onion.stores", "onion.testing", "middleware")
     yield server
     server.close()
 

@@ -4,7 +4,7 @@ A block whose first line starts with `# fragment` is a fragment: it shows part
 of a program (names it uses come from the prose around it), and the suite only
 compiles it (top-level `await` allowed). Every other Python block is a whole
 program: the suite runs it in a fresh process, offline (forked from one that
-imported onion and the SDKs once, see forker.py). A program that calls a
+imported onion and the SDKs once: tests/forker.py). A program that calls a
 real provider (`"anthropic:..."`, `"openai:..."`) talks to a fake provider
 server scripted by an HTML comment just above the block, invisible on the page:
 
@@ -18,17 +18,17 @@ its output, and the suite checks the program prints exactly that.
 from __future__ import annotations
 
 import ast
-import json
+import functools
 import os
 import re
 import subprocess
-import sys
 import tempfile
-from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from forker import Forker
 
 from onion.testing import FakeProviderServer, call
 
@@ -98,61 +98,29 @@ def _compile(block: Block) -> None:
     compile(block.code, block.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
 
 
-AT_ONCE = 8  # programs running at a time, each with a fake server of its own
-FORKER = Path(__file__).with_name("forker.py")
-
-
-def _environment(**providers: str) -> dict[str, str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **providers}
-    env.pop("ONION_STATE_KEY", None)
-    return env
-
-
-def _run_all(blocks: list[Block], folder: Path) -> Iterator[tuple[str, subprocess.CompletedProcess[str]]]:
-    """Run each program in a fresh process and directory, its providers pointed at a fake server of its own."""
-    forker = subprocess.Popen(
-        [sys.executable, str(FORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_environment()
-    )
-    assert forker.stdin is not None and forker.stdout is not None
-    servers: dict[int, FakeProviderServer] = {}
-    try:
-
-        def begin(n: int) -> None:
-            block, where = blocks[n], folder / str(n)
-            where.mkdir()
-            (where / "program.py").write_text(block.code)
-            server = servers[n] = FakeProviderServer().__enter__()
-            server.script(eval(block.script, {"call": call}) if block.script else [])
-            env = _environment(
-                ANTHROPIC_API_KEY="test-key",
-                ANTHROPIC_BASE_URL=server.url,
-                OPENAI_API_KEY="test-key",
-                OPENAI_BASE_URL=server.openai_url,
-            )
-            request = {"id": n, "program": str(where / "program.py"), "cwd": str(where), "env": env}
-            request |= {"stdout": str(where / "stdout"), "stderr": str(where / "stderr")}
-            assert forker.stdin is not None
-            forker.stdin.write(json.dumps(request).encode() + b"\n")
-            forker.stdin.flush()
-
-        started = min(AT_ONCE, len(blocks))
-        for n in range(started):
-            begin(n)
-        for _ in blocks:
-            reply = json.loads(forker.stdout.readline())
-            n = reply["id"]
-            servers.pop(n).__exit__(None, None, None)
-            if started < len(blocks):
-                begin(started)
-                started += 1
-            where = folder / str(n)
-            output, errors = ((where / name).read_text() for name in ("stdout", "stderr"))
-            yield blocks[n].where, subprocess.CompletedProcess(blocks[n].where, reply["returncode"], output, errors)
-    finally:
-        for server in servers.values():
-            server.__exit__(None, None, None)
-        forker.stdin.close()
-        forker.wait(timeout=60)
+def _run(forker: Forker, block: Block) -> subprocess.CompletedProcess[str]:
+    """Run one program in a fresh process and directory, its providers pointed at a fake server."""
+    script = eval(block.script, {"call": call}) if block.script else []
+    with tempfile.TemporaryDirectory() as folder, FakeProviderServer() as server:
+        server.script(script)
+        program = Path(folder) / "program.py"
+        program.write_text(block.code)
+        env = {
+            **os.environ,
+            "ANTHROPIC_API_KEY": "test-key",
+            "ANTHROPIC_BASE_URL": server.url,
+            "OPENAI_API_KEY": "test-key",
+            "OPENAI_BASE_URL": server.openai_url,
+            "PYTHONUNBUFFERED": "1",
+        }
+        env.pop("ONION_STATE_KEY", None)
+        process = forker.popen(program, env=env, cwd=folder)
+        try:
+            output, errors = process.communicate(timeout=60)  # stdin closed at once
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+        return subprocess.CompletedProcess([str(program)], process.wait(), output, errors)
 
 
 BLOCKS = all_blocks()
@@ -161,10 +129,11 @@ FRAGMENTS = [block for block in BLOCKS if block.fragment]
 
 
 @pytest.fixture(scope="module")
-def ran() -> Iterator[dict[str, subprocess.CompletedProcess[str]]]:
+def ran(forker: Forker) -> dict[str, subprocess.CompletedProcess[str]]:
     """Every program of the docs, run concurrently (each in its own process)."""
-    with tempfile.TemporaryDirectory() as folder:
-        yield dict(_run_all(PROGRAMS, Path(folder)))
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        runs = pool.map(functools.partial(_run, forker), PROGRAMS)
+        return dict(zip([b.where for b in PROGRAMS], runs, strict=True))
 
 
 @pytest.mark.parametrize("block", PROGRAMS, ids=lambda block: block.where)
