@@ -92,15 +92,11 @@ async def resume_paused(
 ) -> RunResult[Any]:
     """Go on with the paused run `given` decides, as the one worker holding it in `store`.
 
-    The run is claimed first (`RunBusy` while another worker resumes it); then
-    the run the store saved goes on, with `given`'s decisions only: a batch
-    that was decided already (the run ended, or paused again) is a
-    `RunStateError`, and the run is left as it was. A run the store never saw
-    (paused on an agent without this store) is checked as a state from
-    outside only when signed with the agent's key (`check_trusted`), and
-    journaled from here on. Decisions are journaled with the batch, so a crash
-    later never runs a rejected call, nor an edited one with the model's
-    arguments.
+    `RunBusy` while another worker resumes it; `RunStateError` when its batch
+    was decided already (the run is left as it was), or when the store never
+    saw the run and `given` is not signed with the agent's key
+    (`check_trusted`). The decisions are journaled with the batch
+    (`docs/durable.md`, "Paused runs in a store").
     """
     agent = loop.agent
     journal = Journal(store, given.run_id, lease=agent.lease)
