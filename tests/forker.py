@@ -22,6 +22,7 @@ import importlib
 import io
 import json
 import os
+import runpy
 import select
 import signal
 import socket
@@ -113,7 +114,8 @@ class Forker:
     def popen(
         self, script: str | Path, *args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None
     ) -> Forked:
-        """Run `python script *args` as a child of the server (the environment `env`, else this process's)."""
+        """Run `python script *args` (or `python -m module ...`, `python -c code ...`) as a child of the server,
+        in the environment `env` (else this process's)."""
         pipes = [os.pipe() for _ in range(3)]  # (read, write) each
         theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
         request = {"argv": [str(script), *args], "env": dict(os.environ if env is None else env)}
@@ -124,6 +126,23 @@ class Forker:
         for fd in theirs:
             os.close(fd)
         return Forked(link, pipes[0][1], pipes[1][0], pipes[2][0])
+
+    def run(
+        self,
+        *argv: str | Path,
+        env: dict[str, str] | None = None,
+        cwd: str | Path | None = None,
+        timeout: float | None = None,
+        input: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """`subprocess.run([sys.executable, *argv], capture_output=True, text=True, ...)`, forked from the server."""
+        process = self.popen(*argv, env=env, cwd=cwd)  # type: ignore[arg-type]
+        try:
+            output, errors = process.communicate(input, timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+        return subprocess.CompletedProcess([str(a) for a in argv], process.wait(), output, errors)
 
     def close(self) -> None:
         assert self._server.stdin is not None
@@ -143,15 +162,23 @@ def _child(request: dict[str, Any], fds: list[int]) -> NoReturn:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    script = os.path.abspath(request["argv"][0])
-    sys.argv, sys.path[0] = [script, *request["argv"][1:]], os.path.dirname(script)
-    main = types.ModuleType("__main__")
-    main.__file__ = script
-    sys.modules["__main__"] = main
+    first, *rest = request["argv"]
     try:
-        with open(script, encoding="utf-8") as file:
-            code = compile(file.read(), script, "exec")
-        exec(code, main.__dict__)
+        if first == "-m":  # python -m module args: argv[0] becomes the module's file, sys.path[0] the directory
+            sys.argv, sys.path[0] = [first, *rest[1:]], os.getcwd()
+            runpy.run_module(rest[0], run_name="__main__", alter_sys=True)
+        else:
+            main = types.ModuleType("__main__")
+            sys.modules["__main__"] = main
+            if first == "-c":  # python -c code args
+                sys.argv, sys.path[0] = ["-c", *rest[1:]], ""
+                code = compile(rest[0], "<string>", "exec")
+            else:
+                script = main.__file__ = os.path.abspath(first)
+                sys.argv, sys.path[0] = [script, *rest], os.path.dirname(script)
+                with open(script, encoding="utf-8") as file:
+                    code = compile(file.read(), script, "exec")
+            exec(code, main.__dict__)
     except SystemExit as exit:
         _finish(exit)
     except BaseException:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from forker import Forker
 
 from onion import check_history
 from onion._demo import main
@@ -29,31 +29,23 @@ async def test_demo_runs_twice_and_the_second_run_is_served_from_the_cache() -> 
         check_history(result.messages)
 
 
-def test_python_m_onion_demo_prints_a_run_and_writes_the_trace_page_with_html(tmp_path: Path) -> None:
+def test_python_m_onion_demo_prints_a_run_and_writes_the_trace_page_with_html(tmp_path: Path, forker: Forker) -> None:
     """`python -m onion demo --html trace.html` prints both runs' trees and writes one page with both runs."""
     page = tmp_path / "trace.html"
-    done = subprocess.run(
-        [sys.executable, "-m", "onion", "demo", "--html", str(page)], capture_output=True, text=True, timeout=60
-    )
+    done = forker.run("-m", "onion", "demo", "--html", str(page), timeout=60)
     assert done.returncode == 0, done.stderr
     assert "== run 2" in done.stdout and "model:  log -> rate_limit -> cache -> retry" in done.stdout
     assert f"the trace page: {page}" in done.stdout
     assert page.read_text().count('<section class="run">') == 2
 
 
-def demo(*arguments: str, **env: str) -> subprocess.CompletedProcess[str]:
+def demo(forker: Forker, *arguments: str, **env: str) -> subprocess.CompletedProcess[str]:
     """`python -m onion demo ...` in a fresh process, with no provider key or URL but those in `env`."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "onion", "demo", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**clean, **env},
-    )
+    return forker.run("-m", "onion", "demo", *arguments, timeout=120, env={**clean, **env})
 
 
-def test_demo_on_a_real_model_says_so_and_labels_only_the_log_layers_records_as_log() -> None:
+def test_demo_on_a_real_model_says_so_and_labels_only_the_log_layers_records_as_log(forker: Forker) -> None:
     """`--model` through the anthropic SDK: not "offline", and the SDK's HTTP lines are not shown as `log:` lines."""
     script: list[ServerItem] = [
         [call("get_weather", city="Paris"), call("get_weather", city="Oslo")],
@@ -61,7 +53,9 @@ def test_demo_on_a_real_model_says_so_and_labels_only_the_log_layers_records_as_
         "Paris is warmer.",
     ]
     with FakeProviderServer(script) as server:
-        done = demo("--model", "anthropic:claude-x", ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key")
+        done = demo(
+            forker, "--model", "anthropic:claude-x", ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key"
+        )
     assert done.returncode == 0, done.stderr
     assert "offline" not in done.stdout
     assert "on claude-x (anthropic:claude-x), live: real requests" in done.stdout
@@ -71,10 +65,12 @@ def test_demo_on_a_real_model_says_so_and_labels_only_the_log_layers_records_as_
     assert "run 2 was served from the cache" in done.stdout and len(server.requests) == 3
 
 
-def test_demo_on_a_model_that_never_answers_ends_in_one_line_and_a_non_zero_exit() -> None:
+def test_demo_on_a_model_that_never_answers_ends_in_one_line_and_a_non_zero_exit(forker: Forker) -> None:
     """A model that calls tools for ever: the run stops at the demo's max_steps, said in one line, no traceback."""
     with FakeProviderServer(respond=lambda request: [call("get_weather", city="Paris")]) as server:
-        done = demo("--model", "anthropic:claude-x", ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key")
+        done = demo(
+            forker, "--model", "anthropic:claude-x", ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="test-key"
+        )
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
         "python -m onion demo: weather made 10 model calls without a final answer (max_steps=10)"
@@ -90,9 +86,11 @@ def test_demo_on_a_model_that_never_answers_ends_in_one_line_and_a_non_zero_exit
     ],
     ids=["unknown model", "no API key", "html path that cannot be written"],
 )
-def test_every_demo_error_is_one_clear_line_and_a_non_zero_exit(arguments: list[str], says: str) -> None:
+def test_every_demo_error_is_one_clear_line_and_a_non_zero_exit(
+    arguments: list[str], says: str, forker: Forker
+) -> None:
     """What the user must fix, on one line of stderr (no traceback), and exit status 1."""
-    done = demo(*arguments)
+    done = demo(forker, *arguments)
     assert done.returncode == 1
     (line,) = done.stderr.splitlines()
     assert line.startswith("python -m onion demo: ") and says in line, line

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from forker import Forker
 
 from onion import Message, ModelResponse, ToolRequest
 from onion.testing import FakeProviderServer
@@ -26,14 +26,10 @@ ASKED = [
 ]
 
 
-def worker(mode: str, server: FakeProviderServer, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, str(WORKER), mode, server.url, str(tmp_path / "state.json"), str(tmp_path / "effects")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+def worker(forker: Forker, mode: str, server: FakeProviderServer, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`python pause_worker.py MODE ...`, forked from the session's fork server (see tests/forker.py)."""
+    arguments = [mode, server.url, str(tmp_path / "state.json"), str(tmp_path / "effects")]
+    done = forker.run(WORKER, *arguments, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     return done
 
@@ -51,7 +47,7 @@ def assert_valid_anthropic_history(messages: list[dict[str, Any]]) -> None:
 
 
 def test_a_run_paused_in_one_process_is_approved_rejected_and_edited_in_another(
-    server: FakeProviderServer, tmp_path: Path
+    server: FakeProviderServer, tmp_path: Path, forker: Forker
 ) -> None:
     """Process A pauses and exits; process B approves one delete, rejects one, edits one, and finishes.
 
@@ -60,12 +56,12 @@ def test_a_run_paused_in_one_process_is_approved_rejected_and_edited_in_another(
     """
     server.script([ModelResponse(Message.assistant("", ASKED)), "tidied"])
     effects = tmp_path / "effects"
-    worker("start", server, tmp_path)
+    worker(forker, "start", server, tmp_path)
     assert effects.read_text().splitlines() == ["read a.txt"]
     saved = json.loads((tmp_path / "state.json").read_text())
     assert [call["id"] for call in saved["pending"]] == ["toolu_b", "toolu_c", "toolu_d"]
 
-    done = json.loads(worker("resume", server, tmp_path).stdout)
+    done = json.loads(worker(forker, "resume", server, tmp_path).stdout)
     assert done == {"status": "completed", "output": "tidied", "state": {"user": "ann"}}
     lines = effects.read_text().splitlines()  # the approved and the edited call run in parallel: either order
     assert lines[0] == "read a.txt" and sorted(lines[1:]) == ["delete b.txt", "delete d.tmp"]
