@@ -43,58 +43,70 @@ class Batcher:
     def __init__(self, client: Any, loop: asyncio.AbstractEventLoop) -> None:
         self.client = client
         self.loop = weakref.ref(loop)
-        self.queue: list[tuple[Command, asyncio.Future[Any]]] = []
-        self.sending: set[asyncio.Task[None]] = set()
         pool = getattr(client, "connection_pool", None)
         # a single-connection client, or one without a pool, goes through redis-py's own pipeline
         self.pool = None if pool is None or getattr(client, "single_connection_client", False) else pool
+        self.pack = hiredis_pack if self.pool is not None else None  # packed as sent: bytes, nothing for the GC
+        self.commands: list[Any] = []  # this turn's: packed, or their words (packed once a connection is taken)
+        self.futures: list[asyncio.Future[Any]] = []
+        self.sending: set[asyncio.Task[None]] = set()
 
     def send(self, loop: asyncio.AbstractEventLoop, command: Command) -> asyncio.Future[Any]:
-        """Queue `command` for this turn's round trip (`loop`: the running loop, this batcher's)."""
-        if not self.queue:
+        """Queue `command` for this turn's round trip (`loop`: the running loop, this batcher's); one that cannot
+        be encoded raises here."""
+        packed = command if self.pack is None else self.pack(command)
+        if not self.futures:
             loop.call_soon(self._flush)
         future = loop.create_future()
-        self.queue.append((command, future))
+        self.commands.append(packed)
+        self.futures.append(future)
         return future
 
     def _flush(self) -> None:
-        queue, self.queue = [item for item in self.queue if not item[1].done()], []
-        if queue:
-            task = asyncio.get_running_loop().create_task(self._round_trip(queue))
+        commands, futures, self.commands, self.futures = self.commands, self.futures, [], []
+        if any(future.done() for future in futures):  # cancelled before they were sent: never sent
+            kept = [n for n, future in enumerate(futures) if not future.done()]
+            commands, futures = [commands[n] for n in kept], [futures[n] for n in kept]
+        if futures:
+            task = asyncio.get_running_loop().create_task(self._round_trip(commands, futures))
             self.sending.add(task)
             task.add_done_callback(self.sending.discard)
 
-    async def _round_trip(self, queue: list[tuple[Command, asyncio.Future[Any]]]) -> None:
+    async def _round_trip(self, commands: list[Any], futures: list[asyncio.Future[Any]]) -> None:
         try:
             if self.pool is None:
-                replies = await self._pipeline([command for command, _ in queue])
-                for (_, future), reply in zip(queue, replies, strict=True):
+                for future, reply in zip(futures, await self._pipeline(commands), strict=True):
                     _settle(future, reply)
             else:
-                await self._exchange(queue)
+                await self._exchange(commands, futures)
         except Exception as error:  # the connection: every command still waiting failed with it
-            for _, future in queue:
+            for future in futures:
                 _settle(future, error)
         except BaseException:  # cancelled (the loop is closing): so are the callers
-            for _, future in queue:
+            for future in futures:
                 future.cancel()
             raise
 
-    async def _exchange(self, queue: list[tuple[Command, asyncio.Future[Any]]]) -> None:
-        """Write every command packed in one buffer on one pooled connection, then settle each caller as its reply
-        is read (those run while later replies are still on their way)."""
+    async def _exchange(self, commands: list[Any], futures: list[asyncio.Future[Any]]) -> None:
+        """Write the commands in one buffer on one pooled connection, then settle each caller as its reply is read
+        (those run while later replies are still on their way)."""
         from redis.exceptions import ResponseError
         from redis.exceptions import TimeoutError as RedisTimeout
 
         pool = self.pool
         connection = await pool.get_connection()  # type: ignore[union-attr]
         try:
-            packed, unpacked = _pack(connection, [command for command, _ in queue])
-            if packed:
-                await connection.send_packed_command(packed)
+            unsent: list[Any] = []  # per command: None, or the error that kept it from being sent
+            if self.pack is not None:
+                await connection.send_packed_command(b"".join(commands))
+            else:
+                packed, unsent = _pack(connection, commands)
+                if packed:
+                    await connection.send_packed_command(packed)
             try:
                 async with asyncio.timeout(connection.socket_timeout):  # one for the whole read, not one a reply
-                    for (_, future), reply in zip(queue, unpacked, strict=True):
+                    for n, future in enumerate(futures):
+                        reply = unsent[n] if unsent else None
                         if reply is None:
                             try:
                                 reply = await connection.read_response(timeout=math.inf)
@@ -129,18 +141,15 @@ def _where(connection: Any) -> str:
 
 
 def _pack(connection: Any, commands: list[Command]) -> tuple[list[bytes], list[Any]]:
-    """The commands packed for the wire, and for each None (sent: its reply is to read) or the error packing it
-    raised (that command alone fails; it is not sent)."""
+    """The commands packed by redis-py for the wire, and for each None (sent) or the error packing it raised (that
+    command alone fails; it is not sent)."""
     packed: list[bytes] = []
-    replies: list[Any] = []
+    unsent: list[Any] = []
     for command in commands:
         try:
-            if hiredis_pack is not None:
-                packed.append(hiredis_pack(command))
-            else:
-                packed.extend(connection.pack_command(*command))
+            packed.extend(connection.pack_command(*command))
         except Exception as error:
-            replies.append(error)
+            unsent.append(error)
         else:
-            replies.append(None)
-    return ([b"".join(packed)] if hiredis_pack is not None and packed else packed), replies
+            unsent.append(None)
+    return packed, unsent
