@@ -5,7 +5,7 @@ second of CPU on this machine) and as long again tearing them down. A
 `Forker` starts one server process that imports them once; each
 `forker.popen(script, *args)` is a fresh child forked from it that runs
 `script` as `python script args...` would: its own `__main__`, argv,
-environment, directory and `sys.path[0]`, stdin, stdout and stderr on
+environment (PYTHONPATH on `sys.path`), directory and `sys.path[0]`, stdin, stdout and stderr on
 pipes to the test, threads joined and atexit functions run at the end,
 the same exit code. The child is `Forked`, used as a `subprocess.Popen`.
 
@@ -162,6 +162,8 @@ def _child(request: dict[str, Any], fds: list[int]) -> NoReturn:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    extra = [folder for folder in request["env"].get("PYTHONPATH", "").split(os.pathsep) if folder]
+    sys.path[1:1] = [folder for folder in extra if folder not in sys.path]  # as the interpreter reads PYTHONPATH
     first, *rest = request["argv"]
     try:
         if first == "-m":  # python -m module args: argv[0] becomes the module's file, sys.path[0] the directory

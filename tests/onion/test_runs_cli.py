@@ -6,15 +6,13 @@ import argparse
 import asyncio
 import importlib.util
 import os
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
-from subprocess import PIPE
 from typing import Any
 
 import pytest
+from forker import Forked, Forker
 
 from middleware import approve
 from onion import Agent, ToolCall, tool
@@ -78,16 +76,12 @@ async def test_a_missing_store_is_named() -> None:
     assert not Path("nope.db").exists()
 
 
-def test_the_cli_runs_as_a_module(db: Path) -> None:
+def test_the_cli_runs_as_a_module(db: Path, forker: Forker) -> None:
     """`python -m onion runs --db PATH` prints the table; `runs show ID --db PATH` one run."""
-    listed = subprocess.run(
-        [sys.executable, "-m", "onion", "runs", "--db", str(db)], capture_output=True, text=True, timeout=60
-    )
+    listed = forker.run("-m", "onion", "runs", "--db", str(db), timeout=60)
     assert listed.returncode == 0 and "completed" in listed.stdout, listed.stderr
     run_id = listed.stdout.splitlines()[1].split()[0]
-    shown = subprocess.run(
-        [sys.executable, "-m", "onion", "runs", "show", run_id, "--db", str(db)], capture_output=True, text=True
-    )
+    shown = forker.run("-m", "onion", "runs", "show", run_id, "--db", str(db), timeout=60)
     assert shown.returncode == 0 and f"run      {run_id}" in shown.stdout and KEY not in shown.stdout
 
 
@@ -177,13 +171,11 @@ async def test_runs_and_runs_show_escape_every_control_character_from_the_journa
     assert "tool\\x1b[2K\\rstatus   completed\\x1b[8mhidden" in shown and "\\x9b31m\\x00\\x7f\\u202eevil" in shown
 
 
-def test_a_damaged_store_is_named_in_one_line_not_a_traceback(tmp_path: Path) -> None:
+def test_a_damaged_store_is_named_in_one_line_not_a_traceback(tmp_path: Path, forker: Forker) -> None:
     """`runs --db FILE` on a file that is not an SQLite database exits with the store's message naming the file."""
     path = tmp_path / "notes.db"
     path.write_text("not a database\n" * 300)
-    listed = subprocess.run(
-        [sys.executable, "-m", "onion", "runs", "--db", str(path)], capture_output=True, text=True, timeout=60
-    )
+    listed = forker.run("-m", "onion", "runs", "--db", str(path), timeout=60)
     assert listed.returncode == 1 and "Traceback" not in listed.stderr
     assert f"SQLiteStore('{path}')" in listed.stderr and "not an intact SQLite database" in listed.stderr
 
@@ -198,15 +190,14 @@ runs_agent = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(runs_agent)
 
 
-def runs(*args: str, effects: Path, start_at: float = 0) -> subprocess.Popen[str]:
+def runs(forker: Forker, *args: str, effects: Path, start_at: float = 0) -> Forked:
     """`python -m onion runs ARGS` in a process of its own, the test agent importable (tests/onion/runs_agent.py);
     `start_at`: the agent's import waits until then (processes that race start at one moment)."""
     env = {**os.environ, "PYTHONPATH": str(HERE), "EFFECTS": str(effects), "START_AT": str(start_at)}
-    command = [sys.executable, "-m", "onion", "runs", *args]
-    return subprocess.Popen(command, env=env, cwd=effects.parent, stdout=PIPE, stderr=PIPE, text=True)
+    return forker.popen("-m", "onion", "runs", *args, env=env, cwd=effects.parent)
 
 
-def finished(process: subprocess.Popen[str]) -> tuple[int, str, str]:
+def finished(process: Forked) -> tuple[int, str, str]:
     out, err = process.communicate(timeout=60)
     return process.returncode, out, err
 
@@ -246,14 +237,16 @@ def store_for(flags: list[str]) -> SQLiteStore | RedisStore:
 
 
 async def test_two_concurrent_approve_processes_decide_once_and_the_tool_runs_once(
-    store_flags: list[str], effects: Path
+    store_flags: list[str], effects: Path, forker: Forker
 ) -> None:
     """Two operators approve one paused run at the same moment: one process completes it (exit 0), the other
     exits 1 with one line saying the run was decided or is held, and the tool ran once."""
     async with store_for(store_flags) as store:
         run_id = await paused_run(store)
     at = time.time() + 1.5
-    racing = [runs("approve", run_id, "--agent", AGENT, *store_flags, effects=effects, start_at=at) for _ in range(2)]
+    racing = [
+        runs(forker, "approve", run_id, "--agent", AGENT, *store_flags, effects=effects, start_at=at) for _ in range(2)
+    ]
     (won, won_out, won_err), (lost, lost_out, lost_err) = sorted(map(finished, racing))
     assert (won, lost) == (0, 1), (won_err, lost_err)
     assert won_out == f"run {run_id} completed: done: deleted a.txt\n"
@@ -277,26 +270,26 @@ async def test_of_two_decisions_racing_past_the_load_the_claim_lets_one_run(tmp_
     assert effects_of(effects) == ["delete a.txt"]
 
 
-async def test_runs_lists_shows_and_deletes_on_a_redis_store(redis_url: str, effects: Path) -> None:
+async def test_runs_lists_shows_and_deletes_on_a_redis_store(redis_url: str, effects: Path, forker: Forker) -> None:
     """`--redis URL --namespace N` works as `--db`: the table, one run, delete; another namespace sees nothing."""
     namespace = f"cli-{uuid.uuid4().hex[:8]}"
     async with RedisStore(redis_url, namespace=namespace) as store:
         run_id = await paused_run(store)
     flags = ["--redis", redis_url, "--namespace", namespace]
-    asked = [runs(*flags, effects=effects), runs("show", run_id, *flags, effects=effects)]
-    asked.append(runs("--redis", redis_url, "--namespace", "elsewhere", effects=effects))
+    asked = [runs(forker, *flags, effects=effects), runs(forker, "show", run_id, *flags, effects=effects)]
+    asked.append(runs(forker, "--redis", redis_url, "--namespace", "elsewhere", effects=effects))
     (code, listed, err), (shown_code, shown, _), (_, elsewhere, _) = map(finished, asked)
     assert code == 0 and listed.splitlines()[1].split()[:3] == [run_id, "paused", "1"], err
     assert shown_code == 0 and "pending calls (1)" in shown and "paused: deleting" in shown
     assert elsewhere.startswith("no runs in RedisStore")
-    code, out, err = finished(runs("delete", run_id, *flags, effects=effects))
+    code, out, err = finished(runs(forker, "delete", run_id, *flags, effects=effects))
     assert (code, out) == (0, f"deleted run {run_id} (paused)\n"), err
     async with RedisStore(redis_url, namespace=namespace) as store:
         assert await store.run_record(run_id) is None
 
 
 async def test_reject_gives_the_model_the_reason_and_edit_runs_the_tool_with_the_new_arguments(
-    tmp_path: Path, effects: Path
+    tmp_path: Path, effects: Path, forker: Forker
 ) -> None:
     """`reject RUN CALL --reason R` and `edit RUN CALL --args JSON --approve-rest`: the model reads the reason,
     the edited call runs with its new arguments, the rest are approved; nothing else runs."""
@@ -304,11 +297,21 @@ async def test_reject_gives_the_model_the_reason_and_edit_runs_the_tool_with_the
         first, second = await paused_run(store, "a.txt b.txt"), await paused_run(store, "c.txt d.txt")
     flags = ["--agent", AGENT, "--db", str(tmp_path / "onion.db")]
     code, out, err = finished(
-        runs("reject", first, "del-a.txt", "--reason", "only copy", "--approve-rest", *flags, effects=effects)
+        runs(forker, "reject", first, "del-a.txt", "--reason", "only copy", "--approve-rest", *flags, effects=effects)
     )
     assert code == 0 and "Tool call delete was rejected: only copy; deleted b.txt" in out, err
     code, out, err = finished(
-        runs("edit", second, "del-c.txt", "--args", '{"path": "c.tmp"}', "--approve-rest", *flags, effects=effects)
+        runs(
+            forker,
+            "edit",
+            second,
+            "del-c.txt",
+            "--args",
+            '{"path": "c.tmp"}',
+            "--approve-rest",
+            *flags,
+            effects=effects,
+        )
     )
     assert code == 0 and out == f"run {second} completed: done: deleted c.tmp; deleted d.txt\n", err
     assert sorted(effects_of(effects)) == ["delete b.txt", "delete c.tmp", "delete d.txt"]
@@ -395,7 +398,7 @@ async def test_a_decided_runs_answer_is_printed_escaped_and_scrubbed(tmp_path: P
     assert printed.isprintable() and KEY not in printed and "\\x1b]52;c;aGk=\\x07[REDACTED]" in printed
 
 
-def test_every_error_is_one_line_and_a_non_zero_exit(tmp_path: Path, effects: Path) -> None:
+def test_every_error_is_one_line_and_a_non_zero_exit(tmp_path: Path, effects: Path, forker: Forker) -> None:
     """An unknown run, a call that is not pending, arguments that are not JSON, an agent that cannot be imported,
     both stores at once, a Redis that is down (its password hidden): one line on stderr, exit 1 or 2, no traceback."""
     db = tmp_path / "onion.db"
@@ -408,7 +411,7 @@ def test_every_error_is_one_line_and_a_non_zero_exit(tmp_path: Path, effects: Pa
         ("--db", str(db), "--redis", "redis://127.0.0.1:1/0"),
         ("--redis", "redis://:hunter2@127.0.0.1:1/0"),
     ]
-    said = list(map(finished, [runs(*attempt, effects=effects) for attempt in attempts]))
+    said = list(map(finished, [runs(forker, *attempt, effects=effects) for attempt in attempts]))
     for attempt, (code, out, err) in zip(attempts, said, strict=True):
         assert code in (1, 2) and out == "" and len(err.splitlines()) == 1 and "Traceback" not in err, (attempt, err)
     messages = [err for _, _, err in said]
