@@ -45,22 +45,22 @@ class Run(Call):
 
     __slots__ = (
         "__weakref__",
+        "_id",
         "_injected",
         "_output",
         "_paused",
         "_pending",
         "_private",
+        "_state",
         "agent",
         "approved",
         "emit",
-        "id",
         "input",
         "journal",
         "messages",
         "output_type",
         "session",
         "session_from",
-        "state",
         "steps",
         "usage",
     )
@@ -77,14 +77,14 @@ class Run(Call):
         self.agent = agent
         self.input = input
         self.messages = messages
-        self.state: dict[str, Any] = {} if state is None else state
+        self._state = state
         self._private: dict[str, Any] | None = None
         self.usage = Usage()
         self.session: str | None = None
         """The id of the session the run is on (`agent.run(..., session=...)`), else None."""
         self.session_from = 0
         """On a session: `messages[session_from:]` are the run's own, appended to it when the run completes."""
-        self.id = f"run-{_PROCESS}-{next(_run_ids)}"
+        self._id: str | None = None
         self.steps = 0
         """Model calls made so far in this run."""
         self.emit: Callable[[Any], None] | None = None
@@ -109,6 +109,30 @@ class Run(Call):
     def run(self, run: Run) -> None:
         if run is not self:
             raise AttributeError("a Run's run is the run itself")
+
+    @property
+    def id(self) -> str:
+        """The run's id, unique across processes (`RunResult.run_id`, the journal's key)."""
+        id = self._id
+        if id is None:
+            id = self._id = f"run-{_PROCESS}-{next(_run_ids)}"
+        return id
+
+    @id.setter
+    def id(self, id: str) -> None:
+        self._id = id
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The run's own data, for layers and tools (JSON data when the run pauses); `RunResult.state` at the end."""
+        state = self._state
+        if state is None:
+            state = self._state = {}
+        return state
+
+    @state.setter
+    def state(self, state: dict[str, Any]) -> None:
+        self._state = state
 
     @property
     def private(self) -> dict[str, Any]:
