@@ -41,11 +41,11 @@ ROOT = Path(__file__).resolve().parents[1]
 class Forked:
     """A child of the fork server, used as a `subprocess.Popen` in text mode with all three pipes."""
 
-    def __init__(self, link: socket.socket, stdin: int, stdout: int, stderr: int) -> None:
+    def __init__(self, link: socket.socket, stdin: int | None, stdout: int | None, stderr: int | None) -> None:
         self._link = link
-        self.stdin: io.TextIOWrapper | None = open(stdin, "w", encoding="utf-8")  # noqa: SIM115
-        self.stdout: io.TextIOWrapper | None = open(stdout, encoding="utf-8")  # noqa: SIM115
-        self.stderr: io.TextIOWrapper | None = open(stderr, encoding="utf-8")  # noqa: SIM115
+        self.stdin: io.TextIOWrapper | None = None if stdin is None else open(stdin, "w", encoding="utf-8")  # noqa: SIM115
+        self.stdout: io.TextIOWrapper | None = None if stdout is None else open(stdout, encoding="utf-8")  # noqa: SIM115
+        self.stderr: io.TextIOWrapper | None = None if stderr is None else open(stderr, encoding="utf-8")  # noqa: SIM115
         self.pid: int = json.loads(link.recv(1 << 16))["pid"]
         self.returncode: int | None = None
 
@@ -112,20 +112,28 @@ class Forker:
         assert self._server.stdout is not None and self._server.stdout.readline() == b"ready\n"
 
     def popen(
-        self, script: str | Path, *args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None
+        self,
+        script: str | Path,
+        *args: str,
+        env: dict[str, str] | None = None,
+        cwd: str | Path | None = None,
+        inherit: tuple[int, ...] = (),
     ) -> Forked:
         """Run `python script *args` (or `python -m module ...`, `python -c code ...`) as a child of the server,
-        in the environment `env` (else this process's)."""
-        pipes = [os.pipe() for _ in range(3)]  # (read, write) each
-        theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
+        in the environment `env` (else this process's); `inherit`: of 0, 1, 2, those given this process's own
+        (as `subprocess.Popen` without a pipe), not a pipe."""
+        pipes = [None if fd in inherit else os.pipe() for fd in (0, 1, 2)]  # (read, write) each
+        theirs = [fd if pipe is None else pipe[fd > 0] for fd, pipe in enumerate(pipes)]
         request = {"argv": [str(script), *args], "env": dict(os.environ if env is None else env)}
         request["cwd"] = str(cwd if cwd is not None else os.getcwd())
         link = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         link.connect(self.address)
         socket.send_fds(link, [json.dumps(request).encode()], theirs)
-        for fd in theirs:
-            os.close(fd)
-        return Forked(link, pipes[0][1], pipes[1][0], pipes[2][0])
+        for fd, pipe in enumerate(pipes):
+            if pipe is not None:
+                os.close(theirs[fd])
+        ours = [None if pipe is None else pipe[fd == 0] for fd, pipe in enumerate(pipes)]
+        return Forked(link, *ours)
 
     def run(
         self,

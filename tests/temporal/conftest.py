@@ -15,6 +15,7 @@ import pytest
 
 pytest.importorskip("temporalio", reason="onion.temporal needs temporalio: pip install -e '.[dev]'")
 
+from forker import Forker
 from temporalio.client import Client
 
 from onion.temporal import OnionPlugin
@@ -86,6 +87,14 @@ def temporal_address() -> Iterator[str]:
     except subprocess.TimeoutExpired:
         server.kill()
         server.wait()
+
+
+@pytest.fixture(scope="session")
+def temporal_forker() -> Iterator[Forker]:
+    """Worker processes forked from one that imported temporalio, onion and the SDK once (see tests/forker.py)."""
+    server = Forker("anthropic", "temporalio.client", "temporalio.worker", "onion", "onion.temporal", "middleware")
+    yield server
+    server.close()
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from typing import Any
 
 import onion_flows
 import pytest
+from forker import Forker
 from temporalio.client import Client
 from workers import Workers
 
@@ -26,8 +27,10 @@ def fake() -> Iterator[FakeProviderServer]:
 
 
 @pytest.fixture
-def workers(temporal_address: str, fake: FakeProviderServer, tmp_path: Path) -> Iterator[Workers]:
-    started = Workers(temporal_address, fake.url, tmp_path / "effects.txt")
+def workers(
+    temporal_address: str, fake: FakeProviderServer, tmp_path: Path, temporal_forker: Forker
+) -> Iterator[Workers]:
+    started = Workers(temporal_address, fake.url, tmp_path / "effects.txt", forker=temporal_forker)
     yield started
     started.stop_all()
 

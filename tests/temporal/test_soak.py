@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import soak_flows
+from forker import Forker
 from temporalio.client import Client
 from workers import Workers
 
@@ -54,13 +55,13 @@ async def _replace(workers: Workers, victim: subprocess.Popen[str], alive: list[
 
 
 async def test_thirty_runs_on_three_workers_killed_at_random_all_complete_and_no_charge_runs_twice(
-    temporal_address: str, tmp_path: Path
+    temporal_address: str, tmp_path: Path, temporal_forker: Forker
 ) -> None:
     """30 workflows over 3 worker processes, 8 of them SIGKILLed at random moments (a new one started for each):
     all 30 complete; no charge call (not idempotent) started twice, each either done or reported interrupted to
     the model (a kill may land before it starts); every resend (idempotent) finished."""
     effects = tmp_path / "effects.txt"
-    workers = Workers(temporal_address, "", effects, flows="soak")
+    workers = Workers(temporal_address, "", effects, flows="soak", forker=temporal_forker)
     client = await Client.connect(temporal_address, plugins=[OnionPlugin(soak_flows.soak)])
     try:
         began = time.monotonic()
