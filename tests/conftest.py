@@ -98,7 +98,7 @@ def redis_url(redis_bin: str) -> Iterator[str]:
 def forker() -> Iterator[Forker]:
     """Worker processes forked from one that imported onion, the SDKs and redis once (see tests/forker.py)."""
     preload = ("anthropic", "openai", "redis", "onion", "onion.providers.anthropic", "onion.providers.openai")
-    server = Forker(*preload, "onion.stores", "onion.testing", "middleware")
+    server = Forker(*preload, "onion.stores", "onion.testing", "middleware", "pytest", "hypothesis", "pytest_asyncio")
     yield server
     server.close()
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from forker import Forker
 
 from onion import Message, ModelResponse, Usage
 from onion.testing import FakeProviderServer, RecordedRequest, call
@@ -83,16 +84,11 @@ def respond(request: RecordedRequest) -> Any:
     return ANSWERS[question]
 
 
-def run_pytest(project: Path, url: str, *options: str) -> subprocess.CompletedProcess[str]:
+def run_pytest(forker: Forker, project: Path, url: str, *options: str) -> subprocess.CompletedProcess[str]:
+    """`python -m pytest -q OPTIONS` in `project`, forked from the session's fork server (see tests/forker.py)."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "ANTHROPIC_", "OPENAI_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options],
-        cwd=project,
-        env={**environment, "FAKE_URL": url},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    command = ["-m", "pytest", "-q", "-p", "no:cacheprovider", *options]
+    return forker.run(*command, cwd=project, env={**environment, "FAKE_URL": url}, timeout=300)
 
 
 def make_project(root: Path, question: str) -> Path:
@@ -102,12 +98,12 @@ def make_project(root: Path, question: str) -> Path:
     return root
 
 
-def test_a_project_records_with_onion_record_then_passes_with_the_server_gone(tmp_path: Path) -> None:
+def test_a_project_records_with_onion_record_then_passes_with_the_server_gone(tmp_path: Path, forker: Forker) -> None:
     """`pytest --onion-record` records each test's cassette under tests/cassettes/; later runs need no server."""
     project = make_project(tmp_path / "project", "weather in Paris?")
     with FakeProviderServer(respond=respond) as server:
         url = server.url
-        recorded = run_pytest(project, url, "--onion-record")
+        recorded = run_pytest(forker, project, url, "--onion-record")
         assert recorded.returncode == 0, recorded.stdout + recorded.stderr
         seen = len(server.requests)
     assert seen == 6
@@ -124,22 +120,22 @@ def test_a_project_records_with_onion_record_then_passes_with_the_server_gone(tm
     assert len(paris["model_calls"]) == 2
     assert not any(b"NOTINANYFILE" in p.read_bytes() for p in folder.rglob("*.json"))
 
-    replayed = run_pytest(project, url)
+    replayed = run_pytest(forker, project, url)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert "5 passed" in replayed.stdout
 
 
-def test_a_changed_question_fails_under_onion_replay_naming_the_field(tmp_path: Path) -> None:
+def test_a_changed_question_fails_under_onion_replay_naming_the_field(tmp_path: Path, forker: Forker) -> None:
     """The failing test's report carries the CassetteMismatch: field, recorded and new values."""
     project = make_project(tmp_path / "project", "weather in Paris?")
     with FakeProviderServer(respond=respond) as server:
         url = server.url
-        assert run_pytest(project, url, "--onion-record", "-k", "paris").returncode == 0
+        assert run_pytest(forker, project, url, "--onion-record", "-k", "paris").returncode == 0
     test_file = project / "tests" / "test_weather.py"
     test_file.write_text(test_file.read_text().replace("weather in Paris?", "weather in Rome?", 1))
-    failed = run_pytest(project, url, "--onion-replay", "-k", "paris")
+    failed = run_pytest(forker, project, url, "--onion-replay", "-k", "paris")
     assert failed.returncode == 1
     assert "CassetteMismatch" in failed.stdout and "messages[0].text" in failed.stdout
     assert "weather in Rome?" in failed.stdout
-    missing = run_pytest(project, url, "--onion-replay", "-k", "sync_run")
+    missing = run_pytest(forker, project, url, "--onion-replay", "-k", "sync_run")
     assert missing.returncode == 1 and "does not exist" in missing.stdout
