@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 import runpy
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from forker import Forker
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 EXPECTED = [
@@ -30,14 +29,8 @@ def test_approval_example_approves_one_delete_and_rejects_the_other_in_a_second_
     assert '"version": 1' in (tmp_path / "state.json").read_text()
 
 
-def test_approval_example_runs_as_a_script() -> None:
+def test_approval_example_runs_as_a_script(forker: Forker) -> None:
     """`python examples/approval.py` prints the pause and the finished run."""
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLES / "approval.py")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(EXAMPLES.parent)},
-    )
+    done = forker.run(str(EXAMPLES / "approval.py"), timeout=60, env={**os.environ, "PYTHONPATH": str(EXAMPLES.parent)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == EXPECTED

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import runpy
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from forker import Forker
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "compose.py"
 
@@ -20,8 +19,8 @@ async def test_second_run_is_served_from_the_cache_with_zero_usage(capsys: pytes
     assert "the model was called 2 times for 2 runs" in capsys.readouterr().out
 
 
-def test_compose_runs_as_a_script() -> None:
-    done = subprocess.run([sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=60)
+def test_compose_runs_as_a_script(forker: Forker) -> None:
+    done = forker.run(str(EXAMPLE), timeout=60)
     assert done.returncode == 0, done.stderr
     assert "model:  rate_limit -> cache -> log" in done.stdout
     assert "log: model scripted ok" in done.stdout and "tokens: 0" in done.stdout

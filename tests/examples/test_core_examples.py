@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import runpy
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from forker import Forker
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -37,6 +36,6 @@ async def test_shared_stack_counts_calls_of_both_agents_in_one_layer() -> None:
 
 
 @pytest.mark.parametrize("name", ["quickstart", "hooks", "shared_stack"])
-def test_example_runs_as_a_script(name: str) -> None:
-    done = subprocess.run([sys.executable, str(EXAMPLES / f"{name}.py")], capture_output=True, text=True, timeout=60)
+def test_example_runs_as_a_script(name: str, forker: Forker) -> None:
+    done = forker.run(str(EXAMPLES / f"{name}.py"), timeout=60)
     assert done.returncode == 0 and done.stdout, done.stderr

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import runpy
-import subprocess
-import sys
 from pathlib import Path
+
+from forker import Forker
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "evals.py"
 
@@ -25,10 +25,8 @@ async def test_evals_example_replays_its_cassettes_to_the_recorded_report_naming
     assert "polite" in page and "the answer is polite" in page
 
 
-def test_evals_example_runs_as_a_script(tmp_path: Path) -> None:
+def test_evals_example_runs_as_a_script(tmp_path: Path, forker: Forker) -> None:
     """`python examples/evals.py report.html` prints the table and writes the page."""
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLE), str(tmp_path / "report.html")], capture_output=True, text=True, timeout=120
-    )
+    done = forker.run(str(EXAMPLE), str(tmp_path / "report.html"), timeout=120)
     assert done.returncode == 0, done.stderr
     assert "eval support: 5 of 6 cases passed" in done.stdout and (tmp_path / "report.html").exists()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import runpy
-import subprocess
-import sys
 from pathlib import Path
+
+from forker import Forker
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "long_run.py"
 
@@ -22,8 +22,8 @@ async def test_pseudonymize_compact_and_select_tools_together_keep_each_request_
     assert report["tool_got"] == ["ana.silva@example.com"]
 
 
-def test_the_example_runs_as_a_script() -> None:
+def test_the_example_runs_as_a_script(forker: Forker) -> None:
     root = str(EXAMPLE.parents[1])
     env = {**os.environ, "PYTHONPATH": root}
-    done = subprocess.run([sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=60, env=env)
+    done = forker.run(str(EXAMPLE), timeout=60, env=env)
     assert done.returncode == 0 and "most_tools_offered   5" in done.stdout, done.stderr

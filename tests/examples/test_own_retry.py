@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import runpy
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from forker import Forker
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "own_retry.py"
 
@@ -20,7 +19,7 @@ async def test_own_retry_layer_survives_two_retryable_errors(capsys: pytest.Capt
     assert "model requests: 3" in printed
 
 
-def test_own_retry_runs_as_a_script() -> None:
-    done = subprocess.run([sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=60)
+def test_own_retry_runs_as_a_script(forker: Forker) -> None:
+    done = forker.run(str(EXAMPLE), timeout=60)
     assert done.returncode == 0, done.stderr
     assert "answer: Hello after two retries." in done.stdout

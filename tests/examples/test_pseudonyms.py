@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import runpy
-import subprocess
-import sys
 from pathlib import Path
+
+from forker import Forker
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "pseudonyms.py"
 
@@ -19,8 +19,8 @@ async def test_the_model_sees_placeholders_and_the_tool_and_reader_the_real_valu
     assert mailbox == ["ana.silva@example.com"]
 
 
-def test_the_example_runs_as_a_script() -> None:
+def test_the_example_runs_as_a_script(forker: Forker) -> None:
     root = str(EXAMPLE.parents[1])  # this checkout's onion and middleware, not an installed copy
     env = {**os.environ, "PYTHONPATH": root}
-    done = subprocess.run([sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=60, env=env)
+    done = forker.run(str(EXAMPLE), timeout=60, env=env)
     assert done.returncode == 0 and "ana.silva@example.com" in done.stdout, done.stderr

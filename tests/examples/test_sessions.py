@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import runpy
-import subprocess
-import sys
 from pathlib import Path
+
+from forker import Forker
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -22,16 +22,12 @@ async def test_sessions_example_remembers_per_user(tmp_path: Path) -> None:
     ]
 
 
-def test_sessions_example_runs_as_a_script_and_remembers_across_processes(tmp_path: Path) -> None:
+def test_sessions_example_runs_as_a_script_and_remembers_across_processes(tmp_path: Path, forker: Forker) -> None:
     """Run twice on one file, the second process still knows Ada from the first."""
     path = tmp_path / "s.db"
     for _ in range(2):
-        done = subprocess.run(
-            [sys.executable, str(EXAMPLES / "sessions.py"), str(path)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "PYTHONPATH": str(EXAMPLES.parent)},
+        done = forker.run(
+            str(EXAMPLES / "sessions.py"), str(path), timeout=60, env={**os.environ, "PYTHONPATH": str(EXAMPLES.parent)}
         )
         assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "user-42 has 8 messages"

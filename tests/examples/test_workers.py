@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from forker import Forker
 
 pytestmark = pytest.mark.slow  # several processes in real time
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
-def test_workers_example_shares_one_cache_between_four_processes(redis_url: str) -> None:
+def test_workers_example_shares_one_cache_between_four_processes(redis_url: str, forker: Forker) -> None:
     """Every question reaches the provider at least once and at most once per worker; the rest are cache hits."""
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLES / "workers.py"), redis_url],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(EXAMPLES.parent)},
+    done = forker.run(
+        str(EXAMPLES / "workers.py"), redis_url, timeout=120, env={**os.environ, "PYTHONPATH": str(EXAMPLES.parent)}
     )
     assert done.returncode == 0, done.stderr
     words = done.stdout.split()
