@@ -11,6 +11,8 @@ the same exit code. The child is `Forked`, used as a `subprocess.Popen`.
 
 The server is single-threaded, so a fork never copies a lock held by
 another thread; it exits when the test process's end of its stdin closes.
+It needs Linux (pidfd_open, SCM_RIGHTS on a SOCK_SEQPACKET socket);
+elsewhere, or with ONION_TEST_NO_FORK=1, each process is a new interpreter.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parents[1]
+FORKING = sys.platform == "linux" and hasattr(os, "pidfd_open") and not os.environ.get("ONION_TEST_NO_FORK")
+"""Else (another system, or ONION_TEST_NO_FORK=1) `Forker.popen` starts a new interpreter with subprocess.Popen."""
 
 
 class Forked:
@@ -106,6 +110,9 @@ class Forker:
     def __init__(self, *preload: str) -> None:
         self._folder = tempfile.TemporaryDirectory()
         self.address = str(Path(self._folder.name) / "forker")
+        self._server: subprocess.Popen[bytes] | None = None
+        if not FORKING:
+            return
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         command = [sys.executable, __file__, self.address, *preload]
         self._server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
@@ -122,6 +129,12 @@ class Forker:
         """Run `python script *args` (or `python -m module ...`, `python -c code ...`) as a child of the server,
         in the environment `env` (else this process's); `inherit`: of 0, 1, 2, those given this process's own
         (as `subprocess.Popen` without a pipe), not a pipe."""
+        if self._server is None:  # a new interpreter, as subprocess.Popen starts it
+            pipe = [None if fd in inherit else subprocess.PIPE for fd in (0, 1, 2)]
+            command = [sys.executable, str(script), *args]
+            return subprocess.Popen(  # type: ignore[return-value]
+                command, stdin=pipe[0], stdout=pipe[1], stderr=pipe[2], text=True, env=env, cwd=cwd
+            )
         pipes = [None if fd in inherit else os.pipe() for fd in (0, 1, 2)]  # (read, write) each
         theirs = [fd if pipe is None else pipe[fd > 0] for fd, pipe in enumerate(pipes)]
         request = {"argv": [str(script), *args], "env": dict(os.environ if env is None else env)}
@@ -153,9 +166,10 @@ class Forker:
         return subprocess.CompletedProcess([str(a) for a in argv], process.wait(), output, errors)
 
     def close(self) -> None:
-        assert self._server.stdin is not None
-        self._server.stdin.close()
-        self._server.wait(timeout=30)
+        if self._server is not None:
+            assert self._server.stdin is not None
+            self._server.stdin.close()
+            self._server.wait(timeout=30)
         self._folder.cleanup()
 
 
