@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,6 +11,7 @@ from typing import Any
 
 import onion_flows
 import pytest
+from forker import Forker
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.worker import Worker
 
@@ -83,10 +82,12 @@ async def test_a_decision_for_a_call_that_is_not_pending_is_refused(paused: Work
 DECIDER = Path(__file__).parent / "decide_process.py"
 
 
-async def _decide_elsewhere(address: str, handle: WorkflowHandle[Any, Any], decision: dict[str, Any]) -> str:
+async def _decide_elsewhere(
+    forker: Forker, address: str, handle: WorkflowHandle[Any, Any], decision: dict[str, Any]
+) -> str:
     """Runs decide_process.py for `decision` on `handle`'s workflow (server at `address`): what it printed."""
-    command = [sys.executable, str(DECIDER), address, handle.id, json.dumps(decision)]
-    done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=60)
+    arguments = [address, handle.id, json.dumps(decision)]
+    done = await asyncio.to_thread(forker.run, DECIDER, *arguments, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -105,6 +106,7 @@ async def test_a_decision_from_another_process_settles_the_call(
     decision: str,
     answer: str,
     paid: list[dict[str, Any]],
+    temporal_forker: Forker,
 ) -> None:
     """A client in its own process approves, edits or rejects the pending call; the tool ran once (or never)."""
     [call] = await pending(paused)
@@ -113,13 +115,13 @@ async def test_a_decision_from_another_process_settles_the_call(
         "edit": {"edit": {call.id: {"order": 7, "amount": 25}}},
         "reject": {"reject": {call.id: "over the limit"}},
     }[decision]
-    assert await _decide_elsewhere(temporal_address, paused, chosen) == f"decided {call.id}"
+    assert await _decide_elsewhere(temporal_forker, temporal_address, paused, chosen) == f"decided {call.id}"
     assert answer in await paused.result()
     assert paid == onion_flows.PAID
 
 
 async def test_a_second_decision_from_another_process_is_refused_and_the_tool_ran_once(
-    client: Client, temporal_address: str
+    client: Client, temporal_address: str, temporal_forker: Forker
 ) -> None:
     """Two processes decide the same call while the run still waits (on a second call): the first is taken, the
     second refused naming the call id; the approved payment ran once."""
@@ -132,8 +134,13 @@ async def test_a_second_decision_from_another_process_is_refused_and_the_tool_ra
         while len(calls := await pending(handle)) < 2:
             await asyncio.sleep(0.05)
         first, other = calls
-        assert await _decide_elsewhere(temporal_address, handle, {"approve": [first.id]}) == f"decided {first.id}"
-        second = await _decide_elsewhere(temporal_address, handle, {"reject": {first.id: "changed my mind"}})
+        assert (
+            await _decide_elsewhere(temporal_forker, temporal_address, handle, {"approve": [first.id]})
+            == f"decided {first.id}"
+        )
+        second = await _decide_elsewhere(
+            temporal_forker, temporal_address, handle, {"reject": {first.id: "changed my mind"}}
+        )
         assert second.startswith("refused:") and first.id in second
         assert [call.id for call in await pending(handle)] == [other.id]
         await decide(handle, reject={other.id: "not this one"})
