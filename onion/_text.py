@@ -31,21 +31,29 @@ def replace_lone_surrogates(value: Any) -> Any:
 
 def has_surrogate(value: Any) -> bool:
     """True when a string in `value` (dicts, lists and tuples walked) holds a surrogate."""
-    kind = type(value)
-    if kind is str:
-        return not value.isascii() and _SURROGATE.search(value) is not None
-    if kind is dict:
-        return any(map(has_surrogate, value)) or any(map(has_surrogate, value.values()))
-    if kind is list or kind is tuple:
-        return any(map(has_surrogate, value))
-    if kind is int or kind is bool or kind is float or value is None:
-        return False
-    if isinstance(value, str):
-        return has_surrogate(str(value))
-    if isinstance(value, dict):
-        return any(has_surrogate(key) or has_surrogate(item) for key, item in value.items())
-    if isinstance(value, list | tuple):
-        return any(has_surrogate(item) for item in value)
+    pending = [value]
+    pop, push = pending.pop, pending.extend
+    while pending:
+        item = pop()
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() and _SURROGATE.search(item) is not None:
+                return True
+        elif kind is dict:
+            push(item)
+            push(item.values())
+        elif kind is list or kind is tuple:
+            push(item)
+        elif kind is int or kind is bool or kind is float or item is None:
+            continue
+        elif isinstance(item, str):
+            if _SURROGATE.search(item) is not None:
+                return True
+        elif isinstance(item, dict):
+            push(item)
+            push(item.values())
+        elif isinstance(item, list | tuple):
+            push(item)
     return False
 
 

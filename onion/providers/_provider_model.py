@@ -15,10 +15,11 @@ from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from .._calls import ModelCall, ModelResponse
 from .._output import OutputSchema, output_schema
+from .._text import replace_lone_surrogates
 from ..errors import AuthenticationError, ResponseFormatError, UnsupportedContent
 from ._answer_tool import ANSWER_TOOL, ANSWER_TOOL_DESCRIPTION, answer_from_tool
 from ._errors import model_error
-from ._surrogates import replace_lone_surrogates
+from ._surrogates import call_has_surrogate
 
 T = TypeVar("T")
 
@@ -248,10 +249,16 @@ class ProviderModel(ABC):
         params["tools"] = [*params.get("tools", ()), answer]
         return params, True
 
+    def _valid_request_params(self, call: ModelCall) -> tuple[dict[str, Any], bool]:
+        """`_request_params`, lone surrogates replaced (the body walked only when the call's text holds one)."""
+        params, by_tool = self._request_params(call)
+        if call.output_type is not str or call_has_surrogate(call, self.name):
+            params = replace_lone_surrogates(params)
+        return params, by_tool
+
     async def request(self, call: ModelCall) -> ModelResponse:
         """Send `call` and return the whole response."""
-        params, by_tool = self._request_params(call)
-        params = replace_lone_surrogates(params)
+        params, by_tool = self._valid_request_params(call)
         try:
             raw = await self._send(params, stream=False)
         except Exception as error:
@@ -268,8 +275,7 @@ class ProviderModel(ABC):
 
     async def stream(self, call: ModelCall) -> AsyncIterator[Any]:
         """Send `call` streamed: yield `TextDelta` / `ToolCallStarted` events, then the `ModelResponse`."""
-        params, by_tool = self._request_params(call)
-        params = replace_lone_surrogates(params)
+        params, by_tool = self._valid_request_params(call)
         reader = self._reader()
         try:
             events = await self._send(params, stream=True)
