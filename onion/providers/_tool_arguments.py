@@ -7,6 +7,9 @@ from typing import Any
 
 from .._messages import ToolRequest
 
+_JSON = json.JSONEncoder(ensure_ascii=False)
+"""`json.dumps(value, ensure_ascii=False)` without building an encoder per call."""
+
 MAX_DEPTH = 100
 """Arguments nested deeper than this many levels are refused (as if not JSON): past it lies `RecursionError`."""
 
@@ -63,7 +66,7 @@ def arguments_json(request: ToolRequest) -> str:
     """The arguments as a JSON string, or the raw text the model sent when it was not JSON."""
     if request.raw_args is not None and not request.args:
         return request.raw_args
-    return json.dumps(request.args, ensure_ascii=False)
+    return _JSON.encode(request.args)
 
 
 def tool_result_text(text: str, is_error: bool) -> str:
