@@ -72,27 +72,15 @@ class StreamReader(Protocol):
 
 
 class ProviderModel(ABC):
-    """A model reached through a provider SDK client.
+    """A model reached through a provider SDK client (see docs/providers.md, "Clients").
 
-    Pass your own client as `client=` (onion leaves its options, retries
-    included, as they are), or let onion build one from the environment, with
-    the SDK's retries off (`max_retries=0`) so that retry layers decide every
-    attempt. A model made outside an event loop (at module level) imports the
-    SDK and builds its client then; each further event loop gets a client of
-    its own (a client's connections belong to the loop that opened them),
-    built in a worker thread before a run's layers start (`prepare`, which
-    also imports the SDK for a model made inside a loop): no loop waits on an
-    import or a build, and no layer's clock counts them. `api_key`, `base_url` and `timeout` (seconds) apply only
-    to a client onion builds. Every SDK or transport failure is
-    raised as an `onion.errors.ModelError` subclass, the SDK's exception
-    chained as `__cause__`. Lone surrogates in a request's text are sent as
-    U+FFFD (the SDKs cannot encode them).
-
-    A call with an `output_type` sends its schema natively
-    (`output_mode="native"`, the default) where the API can take it, else as a
-    `final_answer` tool whose arguments are the answer; `output_mode="tool"`
-    always uses the tool (for compatible servers without structured output).
-    See docs/output.md.
+    Pass your own client as `client=` (used as configured), or let onion build
+    one per event loop from the environment with `max_retries=0`; `api_key`,
+    `base_url` and `timeout` (seconds) apply only to a client onion builds.
+    Every SDK or transport failure is raised as an `onion.errors.ModelError`,
+    the SDK's exception as `__cause__`. `output_mode`: how a call's
+    `output_type` reaches the model, `"native"` or as a `final_answer` tool
+    (docs/output.md).
     """
 
     provider: ClassVar[str]

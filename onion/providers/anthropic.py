@@ -24,20 +24,10 @@ __all__ = ["AnthropicModel"]
 class AnthropicModel(ProviderModel):
     """A Claude model: `AnthropicModel("claude-sonnet-5-5")`.
 
-    Without `client=`, onion builds an `AsyncAnthropic` from `ANTHROPIC_API_KEY`
-    and `ANTHROPIC_BASE_URL` (or `api_key=` / `base_url=`) with
-    `max_retries=0`. A client you pass keeps its own retries: give it
-    `max_retries=0` when a retry layer of onion owns retrying, or attempts
-    multiply. `max_tokens` is the default for the API's required
-    `max_tokens`; a `max_tokens` setting overrides it. Other settings
-    (`temperature`, `top_p`, `stop_sequences`, `thinking`, `extra_headers`,
-    ...) go to `messages.create` verbatim.
-
-    Structured output goes in `output_config={"format": {"type":
-    "json_schema", "schema": ...}}` with the strict form of the schema
-    (`OutputSchema.strict`: objects closed, every property required); a type
-    without one (`dict` fields, `Any`) or a recursive one, which Anthropic's
-    strict mode refuses, is asked for through the `final_answer` tool instead.
+    Builds an `AsyncAnthropic` from `ANTHROPIC_API_KEY` / `ANTHROPIC_BASE_URL`
+    unless given `client=`. `max_tokens` is the default for the API's required
+    `max_tokens` (a `max_tokens` setting overrides it). What goes on the wire:
+    docs/providers.md ("Translation") and docs/output.md.
     """
 
     provider = "anthropic"

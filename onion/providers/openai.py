@@ -35,18 +35,10 @@ def build_openai_client(options: dict[str, Any]) -> Any:
 class OpenAIChatModel(ProviderModel):
     """A model behind Chat Completions: `OpenAIChatModel("gpt-5.5")`.
 
-    Without `client=`, onion builds an `AsyncOpenAI` from `OPENAI_API_KEY` and
-    `OPENAI_BASE_URL` (or `api_key=` / `base_url=`; the base URL includes
-    `/v1`) with `max_retries=0`. A client you pass keeps its own retries: give
-    it `max_retries=0` when a retry layer of onion owns retrying.
-    `system_role` is the role system messages are sent with (`"developer"`
-    for models that want it). Streaming asks for usage
-    (`stream_options={"include_usage": True}`) unless a setting says otherwise.
-
-    Structured output goes in `response_format={"type": "json_schema",
-    "json_schema": {"name", "schema", "strict"}}`: the strict form of the
-    schema with `strict: true`, or, for a type without one (`dict` fields,
-    `Any`), the schema as is with `strict: false`.
+    Builds an `AsyncOpenAI` from `OPENAI_API_KEY` / `OPENAI_BASE_URL` (which
+    includes `/v1`) unless given `client=`. `system_role` is the role system
+    messages are sent with (`"developer"` for models that want it). What goes
+    on the wire: docs/providers.md ("Translation") and docs/output.md.
     """
 
     provider = "openai"

@@ -24,16 +24,9 @@ __all__ = ["OpenAIResponsesModel"]
 class OpenAIResponsesModel(ProviderModel):
     """A model behind the Responses API: `OpenAIResponsesModel("gpt-5")`.
 
-    Clients work as for `OpenAIChatModel`: yours as given (set
-    `max_retries=0` when onion's retry layer owns retrying), or one onion
-    builds from `OPENAI_API_KEY` / `OPENAI_BASE_URL` with `max_retries=0`.
-    Every request carries the whole history (`input`); onion does not use
-    `previous_response_id`. Settings pass through to `responses.create`
-    (`store`, `reasoning`, `max_output_tokens`, ...).
-
-    Structured output goes in `text={"format": {"type": "json_schema",
-    "name", "schema", "strict"}}` (kept beside a `text` setting's other keys),
-    strict as for `OpenAIChatModel`.
+    Clients as for `OpenAIChatModel`. Every request carries the whole history
+    (`input`); onion does not use `previous_response_id`. What goes on the
+    wire: docs/providers.md ("Translation") and docs/output.md.
     """
 
     provider = "openai"
