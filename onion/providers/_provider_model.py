@@ -23,6 +23,9 @@ from ._surrogates import call_has_surrogate
 
 T = TypeVar("T")
 
+_UNREADABLE = (AttributeError, KeyError, IndexError, TypeError, ValueError)
+"""What reading a response that lacks what onion expects raises (reported as `ResponseFormatError`)."""
+
 
 @functools.cache
 def _keyword_names(function: Any) -> frozenset[str]:
@@ -254,10 +257,10 @@ class ProviderModel(ABC):
             if mapped is None or mapped is error:
                 raise
             raise mapped from error
-        missing = next((field for field in self.required_fields if getattr(raw, field, None) is None), None)
-        if missing is not None:
-            message = f"{self.provider} sent a response without its `{missing}` field; it begins: {_start(raw)}"
-            raise ResponseFormatError(message, provider=self.provider)
+        for field in self.required_fields:
+            if getattr(raw, field, None) is None:
+                message = f"{self.provider} sent a response without its `{field}` field; it begins: {_start(raw)}"
+                raise ResponseFormatError(message, provider=self.provider)
         response = self._read(self._response, raw)
         return answer_from_tool(response) if by_tool else response
 
@@ -268,8 +271,13 @@ class ProviderModel(ABC):
         try:
             events = await self._send(params, stream=True)
             async with events:
+                feed = reader.feed
                 async for event in events:
-                    for item in self._read(reader.feed, event):
+                    try:
+                        items = feed(event)
+                    except _UNREADABLE as error:
+                        raise self._unreadable(error, event) from error
+                    for item in items:
                         yield item
             response = self._read(reader.finish)
         except Exception as error:
@@ -283,11 +291,15 @@ class ProviderModel(ABC):
         """`reader(*args)`, a response that lacks what onion expects raised as `ResponseFormatError`."""
         try:
             return reader(*args)
-        except (AttributeError, KeyError, IndexError, TypeError, ValueError) as error:
-            message = f"{self.provider} sent a response onion cannot read: {type(error).__name__}: {error}"
-            if args:
-                message += f"; it begins: {_start(args[0])}"
-            raise ResponseFormatError(message, provider=self.provider) from error
+        except _UNREADABLE as error:
+            raise self._unreadable(error, *args) from error
+
+    def _unreadable(self, error: Exception, *raw: Any) -> ResponseFormatError:
+        """The `ResponseFormatError` for a response (its start quoted, if given) that raised `error` as it was read."""
+        message = f"{self.provider} sent a response onion cannot read: {type(error).__name__}: {error}"
+        if raw:
+            message += f"; it begins: {_start(raw[0])}"
+        return ResponseFormatError(message, provider=self.provider)
 
     @abstractmethod
     def _build_client(self, options: dict[str, Any]) -> Any:
