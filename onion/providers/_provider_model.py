@@ -317,12 +317,13 @@ class ProviderModel(ABC):
         `extra_body`, so they still reach the wire.
         """
         create = self._create_method(self._given if self._given is not None else await self._loop_client())
-        params = {key: value for key, value in params.items() if key != "stream"}
+        if "stream" in params:
+            params = {key: value for key, value in params.items() if key != "stream"}
         if stream:
             params = self._stream_params(params)
         known = _keywords(create)
-        unknown = {key: params.pop(key) for key in [key for key in params if key not in known]}
-        if unknown:
+        if not known.issuperset(params):  # `params` is this request's own: taking keys out changes no caller's
+            unknown = {key: params.pop(key) for key in [key for key in params if key not in known]}
             params["extra_body"] = {**unknown, **(params.get("extra_body") or {})}
         if stream:
             return await create(**params, stream=True)
