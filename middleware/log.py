@@ -6,13 +6,29 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable
-from typing import IO, Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import IO, Any, TypeVar
 
-from onion import Handler, Message, ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
+from onion import (
+    Message,
+    ModelCall,
+    ModelNext,
+    ModelResponse,
+    Run,
+    RunNext,
+    RunResult,
+    ToolBatch,
+    ToolCall,
+    ToolNext,
+    ToolResult,
+    ToolsNext,
+)
 
 from .attempts import unwatch, watch
 from .patterns import BUILTIN, scrub, scrub_value
+
+C = TypeVar("C", Run, ModelCall, ToolBatch, ToolCall)
+R = TypeVar("R")
 
 
 class log:
@@ -82,19 +98,19 @@ class log:
         encode = json.JSONEncoder(default=self._repr, ensure_ascii=False).encode
         self._encode: Callable[[Any], str] = lambda value: _printable_json(encode(value))
 
-    async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
-        return await self._logged(run, call_next, run.agent.name, _resumption(run))  # type: ignore[no-any-return]
+    async def wrap_run(self, run: Run, call_next: RunNext) -> RunResult:
+        return await self._logged(run, call_next, run.agent.name, _resumption(run))
 
-    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
-        return await self._logged(call, call_next, str(getattr(call.model, "name", call.model)))  # type: ignore[no-any-return]
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
+        return await self._logged(call, call_next, str(getattr(call.model, "name", call.model)))
 
-    async def wrap_tools(self, batch: ToolBatch, call_next: Handler) -> list[ToolResult]:
-        return await self._logged(batch, call_next, ",".join(c.name for c in batch.calls))  # type: ignore[no-any-return]
+    async def wrap_tools(self, batch: ToolBatch, call_next: ToolsNext) -> list[ToolResult]:
+        return await self._logged(batch, call_next, ",".join(c.name for c in batch.calls))
 
-    async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
-        return await self._logged(call, call_next, call.name)  # type: ignore[no-any-return]
+    async def wrap_tool(self, call: ToolCall, call_next: ToolNext) -> ToolResult:
+        return await self._logged(call, call_next, call.name)
 
-    async def _logged(self, ctx: Any, call_next: Handler, what: str, resumed: str | None = None) -> Any:
+    async def _logged(self, ctx: C, call_next: Callable[[C], Awaitable[R]], what: str, resumed: str | None = None) -> R:
         if not self.logger.isEnabledFor(min(self.level, self.error_level)):
             return await call_next(ctx)
         started = time.perf_counter()

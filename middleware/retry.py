@@ -152,7 +152,8 @@ class retry:
 
     def _elapsed(self, state: RetryCallState) -> float:
         """Seconds since the first attempt, on `clock`."""
-        return self.clock() - state.kwargs["started"]  # type: ignore[no-any-return]
+        started: float = state.kwargs["started"]
+        return self.clock() - started
 
     async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
         started = self.clock()

@@ -6,7 +6,7 @@ import inspect
 import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from onion import Agent, Handler, Message, Model, ModelCall, ModelResponse, Tool
 
@@ -54,7 +54,8 @@ class select_tools:
         if isinstance(by, Agent):
             self._selector = by
         elif isinstance(by, str) or (by is not None and hasattr(by, "request")):
-            self._selector = Agent(by, instructions=PROMPT.format(k=k), name="select_tools")  # type: ignore[arg-type]
+            model = cast("Model | str", by)  # a Score has no `request`
+            self._selector = Agent(model, instructions=PROMPT.format(k=k), name="select_tools")
         elif by is not None and not callable(by):
             raise TypeError(f"select_tools: by must be a scoring function, a model or an Agent, got {by!r}")
         self._terms: dict[tuple[str, str], frozenset[str]] = {}
