@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from onion import Handler, ToolCall, ToolResult
+from onion import ToolCall, ToolNext, ToolResult
 
 __all__ = ["approve"]
 
@@ -31,10 +31,10 @@ class approve:
         self.reason = reason
         self.name = "approve" if matcher is None else f"approve({_describe(matcher)})"
 
-    async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
+    async def wrap_tool(self, call: ToolCall, call_next: ToolNext) -> ToolResult:
         if not call.approved and call.tool is not None and self.selects(call):
             return call.pause(self.reason or f"{call.name} needs approval")
-        result: ToolResult = await call_next(call)
+        result = await call_next(call)
         return result
 
     def __repr__(self) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from onion import Handler, ModelCall, ModelResponse, OnionError, Run, Usage
+from onion import ModelCall, ModelNext, ModelResponse, OnionError, Run, Usage
 from onion.prices import CACHE_RATES as CACHE_RATES
 from onion.prices import PRICES
 from onion.prices import cost as _cost
@@ -59,7 +59,7 @@ class budget:
         self.max_tokens, self.max_cost = max_tokens, max_cost
         self.prices: dict[str, tuple[float, ...]] = {**PRICES, **(prices or {})}
 
-    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
         run = call.run
         self._check(run, run.usage, run.state.get("cost", 0.0))
         charged: list[Usage] = []
@@ -69,7 +69,7 @@ class budget:
             self._charge(call, response, run.usage)
 
         call.on_response(charge)
-        response: ModelResponse = await call_next(call)
+        response = await call_next(call)
         if all(usage is not response.usage for usage in charged):
             self._charge(call, response, run.usage + response.usage)  # made by a layer inside, not by a model
         return response

@@ -7,7 +7,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from onion import Agent, Handler, Message, Model, ModelCall, ModelResponse, Run, Tool
+from onion import Agent, Message, Model, ModelCall, ModelNext, ModelResponse, Run, Tool
 
 from ._tokens import estimate_tokens
 
@@ -82,7 +82,7 @@ class compact:
             self._summarizer = Agent(summarize, instructions=SUMMARY_PROMPT, name="compact")
         self._memos: weakref.WeakKeyDictionary[Run, _Memo] = weakref.WeakKeyDictionary()
 
-    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
         run = call.run
         memo = self._memos.get(run)
         if memo is None:
@@ -94,7 +94,7 @@ class compact:
             await self._compact(call, state, memo, ratio)
             view = self._view(call.messages, state, memo)
         call.messages = view
-        response: ModelResponse = await call_next(call)
+        response = await call_next(call)
         memo.sent, memo.tokens = view, response.usage.input_tokens
         return response
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from onion import Handler, Model, ModelCall, ModelResponse, resolve_model
+from onion import Model, ModelCall, ModelNext, ModelResponse, resolve_model
 from onion.errors import ModelError
 
 
@@ -37,13 +37,13 @@ class fallback:
         self.models: tuple[Model, ...] = tuple(resolve_model(model) for model in models)
         self.when = when
 
-    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
         failed: list[str] = []
         primary = call.model
         for model in (primary, *self.models):
             call.model = model
             try:
-                response: ModelResponse = await call_next(call)
+                response = await call_next(call)
             except BaseException as error:
                 if model is self.models[-1] or not isinstance(error, Exception) or not self.when(error):
                     call.model = primary  # a retry outside starts over from the primary

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard, cast
 
 from pydantic_core import ValidationError
 
-from onion import Handler, Message, Run, RunResult
+from onion import Message, Run, RunNext, RunResult
 from onion.errors import OnionError
 
 if TYPE_CHECKING:
@@ -118,8 +118,8 @@ class guard:
             return passed, None
         return f"it failed the check {self.name}", None
 
-    async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
-        result: RunResult = await call_next(run)
+    async def wrap_run(self, run: Run, call_next: RunNext) -> RunResult:
+        result = await call_next(run)
         attempts = 1
         while True:
             text = result.output if isinstance(result.output, str) else result.messages[-1].text

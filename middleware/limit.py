@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from onion import Handler, Message, ModelCall, ModelResponse, ToolCall, ToolResult, Usage
+from onion import Message, ModelCall, ModelNext, ModelResponse, ToolCall, ToolNext, ToolResult, Usage
 from onion.errors import OnionError
 
 __all__ = ["LimitReached", "limit"]
@@ -83,7 +83,7 @@ class limit:
             counts = state[self.key] = {"model": 0, "tools": 0, "per_tool": {}, "spent": spent, "over": None}
         return counts
 
-    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
         counts = self._counts(call.run.state)
         if counts["over"] is None and self.model_calls is not None and counts["model"] >= self.model_calls:
             counts["over"] = ["model_calls", self.model_calls]
@@ -94,7 +94,7 @@ class limit:
         spent = counts["spent"]
         if spent:
             call.tools = [t for t in call.tools if t.name not in spent]
-        response: ModelResponse = await call_next(call)
+        response = await call_next(call)
         return response
 
     def _stop(self, call: ModelCall, what: str, maximum: int) -> ModelResponse:
@@ -110,7 +110,7 @@ class limit:
             usage=run.usage,
         )
 
-    async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
+    async def wrap_tool(self, call: ToolCall, call_next: ToolNext) -> ToolResult:
         counts = self._counts(call.run.state)
         maximum = self.per_tool.get(call.name)
         used = counts["per_tool"].get(call.name, 0)
@@ -124,7 +124,7 @@ class limit:
             counts["per_tool"][call.name] = used + 1
             if used + 1 >= maximum and call.name not in counts["spent"]:
                 counts["spent"].append(call.name)
-        result: ToolResult = await call_next(call)
+        result = await call_next(call)
         if call.pause_reason is not None:  # a layer inside paused it: it counts when it runs, on resume
             counts["tools"] -= 1
             if maximum is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from onion import Handler, ModelCall, ModelResponse
+from onion import ModelCall, ModelNext, ModelResponse
 
 
 class prompt_cache:
@@ -24,7 +24,7 @@ class prompt_cache:
             raise ValueError(f"prompt_cache(ttl={ttl!r}): Anthropic caches for '5m' or '1h'")
         self.ttl = ttl
 
-    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
         call.settings["prompt_cache"] = self.ttl
-        response: ModelResponse = await call_next(call)
+        response = await call_next(call)
         return response

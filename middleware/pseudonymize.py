@@ -8,7 +8,18 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from onion import Handler, Message, ModelCall, ModelResponse, Run, RunResult, ToolCall, ToolResult
+from onion import (
+    Message,
+    ModelCall,
+    ModelNext,
+    ModelResponse,
+    Run,
+    RunNext,
+    RunResult,
+    ToolCall,
+    ToolNext,
+    ToolResult,
+)
 from onion.errors import MiddlewareError, RunBusy, RunStateError
 from onion.scrub import rewrite_message
 
@@ -124,10 +135,10 @@ class pseudonymize:
             return [self._input(item, pseudonyms) for item in value]
         return value
 
-    async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
+    async def wrap_run(self, run: Run, call_next: RunNext) -> RunResult:
         """Puts placeholders in the run's input and history, keeps the mapping in the vault, restores the output."""
         if run in self._runs:  # the same layer twice in a stack
-            result: RunResult = await call_next(run)
+            result = await call_next(run)
             return result
         going_on = run.steps > 0  # resumed after a pause, or recovered from the journal
         pseudonyms, forgotten = await self._pseudonyms(run, going_on)
@@ -194,7 +205,7 @@ class pseudonymize:
         pseudonyms.skip(unknown)
         return pseudonyms, forgotten
 
-    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
         """Puts placeholders in the history and the request, and in the answer; streamed text shows real values."""
         pseudonyms = self._runs.get(call.run)
         if pseudonyms is None:
@@ -204,12 +215,12 @@ class pseudonymize:
         memo.rewrite(call.messages, hide)
         if call.run.emit is not None:
             with call.edit_stream(RestoredStream(pseudonyms, json_text=call.output_type is not str)):
-                response: ModelResponse = await call_next(call)
+                response = await call_next(call)
         else:
             response = await call_next(call)
         return with_message(response, self.message(response.message, pseudonyms))
 
-    async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
+    async def wrap_tool(self, call: ToolCall, call_next: ToolNext) -> ToolResult:
         """Runs the tool with its arguments restored; its result, or the error it raised, goes on with placeholders.
 
         An error whose text holds a value to hide becomes its error result here, worded as onion words it.
@@ -221,7 +232,7 @@ class pseudonymize:
         if call.raw_args is not None:
             call.raw_args = pseudonyms.restore(call.raw_args)
         try:
-            result: ToolResult = await call_next(call)
+            result = await call_next(call)
         except (MiddlewareError, RunBusy):
             raise
         except Exception as error:  # its text becomes the error result journaled: with placeholders too

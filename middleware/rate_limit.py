@@ -8,7 +8,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-from onion import Handler, ModelCall, ModelResponse
+from onion import ModelCall, ModelNext, ModelResponse
 from onion.errors import RateLimitedError
 from onion.stores import MemoryRateStore, RateStore
 from onion.tracing import waited
@@ -94,7 +94,7 @@ class rate_limit:
         self.store: RateStore = store if store is not None else MemoryRateStore()
         self._refunds = Refunds()
 
-    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
         key = self.key(call)
         reserved = min(self.estimate(call), int(self._tpw)) if self._tpw else 0
         epoch = self._refunds.epoch
@@ -102,7 +102,7 @@ class rate_limit:
         if delay > 0:
             await self._wait_for_room(key, reserved, delay, epoch)
         try:
-            response: ModelResponse = await call_next(call)
+            response = await call_next(call)
         except BaseException as error:
             if isinstance(error, RateLimitedError) and error.retry_after:
                 await self.store.pause(key, error.retry_after)

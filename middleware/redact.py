@@ -8,16 +8,18 @@ from functools import partial
 from typing import Any
 
 from onion import (
-    Handler,
     Message,
     ModelCall,
+    ModelNext,
     ModelResponse,
     Part,
     Run,
+    RunNext,
     RunResult,
     StreamReset,
     TextDelta,
     ToolCall,
+    ToolNext,
     ToolResult,
 )
 from onion.scrub import rewrite_message, rewrite_strings
@@ -106,7 +108,7 @@ class redact:
         secret = self.replacement if self.builtin else None
         return rewrite_message(message, self.text, lambda args: rewrite_strings(args, self.text, secret))
 
-    async def wrap_run(self, run: Run, call_next: Handler) -> RunResult:
+    async def wrap_run(self, run: Run, call_next: RunNext) -> RunResult:
         """Layers inside see the run's `input` redacted (a `log` there records it so); restored after."""
         original = run.input
         if isinstance(original, str):
@@ -119,32 +121,32 @@ class redact:
         if owns_memo:
             self._memos[run] = MessageMemo()
         try:
-            result: RunResult = await call_next(run)
+            result = await call_next(run)
         finally:
             run.input = original
             if owns_memo:
                 del self._memos[run]
         return result
 
-    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
         """The call's messages redacted; with `responses=True`, its answer and streamed `TextDelta`s too."""
         if self.responses and call.run.emit is not None:
             with call.edit_stream(RedactedStream(self.text)):
                 return await self._model(call, call_next)
         return await self._model(call, call_next)
 
-    async def _model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+    async def _model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
         memo = self._memos.get(call.run)
         (MessageMemo() if memo is None else memo).rewrite(call.messages, self.message)
-        response: ModelResponse = await call_next(call)
+        response = await call_next(call)
         if self.responses:
             redacted = self.message(response.message)
             if redacted is not response.message:
                 response = response.replace(message=redacted)
         return response
 
-    async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
-        result: ToolResult = await call_next(call)
+    async def wrap_tool(self, call: ToolCall, call_next: ToolNext) -> ToolResult:
+        result = await call_next(call)
         if self.tool_results and result.content:
             content = self._content(result.content)
             if content != result.content:

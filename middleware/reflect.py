@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from onion import Handler, Message, ToolBatch, ToolResult
+from onion import Message, ToolBatch, ToolResult, ToolsNext
 
 __all__ = ["DEFAULT_PROMPT", "reflect"]
 
@@ -40,8 +40,8 @@ class reflect:
         self.prompt: Prompt = DEFAULT_PROMPT if prompt is None else prompt
         self.when = when
 
-    async def wrap_tools(self, batch: ToolBatch, call_next: Handler) -> list[ToolResult]:
-        results: list[ToolResult] = await call_next(batch)
+    async def wrap_tools(self, batch: ToolBatch, call_next: ToolsNext) -> list[ToolResult]:
+        results = await call_next(batch)
         if self.when == "errors" and not any(result.is_error for result in results):
             return results
         prompt = self.prompt if isinstance(self.prompt, str) else self.prompt(batch, results)

@@ -8,7 +8,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
-from onion import Agent, Handler, Message, Model, ModelCall, ModelResponse, Tool
+from onion import Agent, Message, Model, ModelCall, ModelNext, ModelResponse, Tool
 
 __all__ = ["select_tools"]
 
@@ -60,14 +60,14 @@ class select_tools:
             raise TypeError(f"select_tools: by must be a scoring function, a model or an Agent, got {by!r}")
         self._terms: dict[tuple[str, str], frozenset[str]] = {}
 
-    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
         tools = call.tools
         if len(tools) > self.k:
             kept = _in_use(call.messages)
             candidates = [tool for tool in tools if tool.name not in kept]
             chosen = {tool.name for tool in await self.rank(call, candidates, self.k)}
             call.tools = [tool for tool in tools if tool.name in kept or tool.name in chosen]
-        response: ModelResponse = await call_next(call)
+        response = await call_next(call)
         return response
 
     async def rank(self, call: ModelCall, tools: list[Tool], k: int) -> list[Tool]:

@@ -6,7 +6,7 @@ import re
 from fnmatch import fnmatchcase
 from typing import ClassVar
 
-from onion import Handler, ModelCall, ModelResponse, ToolCall, ToolResult
+from onion import ModelCall, ModelNext, ModelResponse, ToolCall, ToolNext, ToolResult
 
 __all__ = ["allow_tools", "deny_tools"]
 
@@ -65,18 +65,18 @@ class _ToolFilter:
     def refusal(self, name: str) -> str:
         return self.refusal_text.format(name=name)
 
-    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
         tools = call.tools
         permits = self.permits
         if not all(permits(tool.name) for tool in tools):
             call.tools = [tool for tool in tools if permits(tool.name)]
-        response: ModelResponse = await call_next(call)
+        response = await call_next(call)
         return response
 
-    async def wrap_tool(self, call: ToolCall, call_next: Handler) -> ToolResult:
+    async def wrap_tool(self, call: ToolCall, call_next: ToolNext) -> ToolResult:
         if not self.permits(call.name):
             return call.block(self.reason or self.refusal(call.name))
-        result: ToolResult = await call_next(call)
+        result = await call_next(call)
         return result
 
     def __repr__(self) -> str:

@@ -8,7 +8,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from onion import Handler, Message, ModelCall, ModelResponse, OnionError, Run, StreamReset, Usage
+from onion import Message, ModelCall, ModelNext, ModelResponse, OnionError, Run, StreamReset, Usage
 
 __all__ = ["TripwireTriggered", "tripwire"]
 
@@ -65,10 +65,10 @@ class tripwire:
         self.name: str = name or str(getattr(check, "__name__", type(check).__name__))
         self._checks: weakref.WeakKeyDictionary[Run, asyncio.Future[bool]] = weakref.WeakKeyDictionary()
 
-    async def wrap_model(self, call: ModelCall, call_next: Handler) -> ModelResponse:
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
         run = call.run
         if run.steps != 1:
-            response: ModelResponse = await call_next(call)
+            response = await call_next(call)
             return response
         verdict = self._checks.get(run)
         if verdict is None or verdict.cancelled():  # a check cancelled with an earlier attempt starts again
