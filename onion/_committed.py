@@ -3,22 +3,31 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from typing import TypeVar
+import types
+from collections.abc import Awaitable, Coroutine, Generator
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-async def committed(write: Awaitable[T]) -> T:
+async def committed(write: Awaitable[T], *, inline: bool = False) -> T:
     """Await `write`, the last write of a piece of work, to its end even if the caller is cancelled meanwhile.
 
-    A write in flight may land whatever the caller does: once it has, the
-    work is over and the caller gets its result (the cancellation came too
-    late to stop anything), so a caller is never told "cancelled" of a run
-    the store holds as completed. A write that fails, or is cancelled
-    itself, raises as it would.
+    Once the write has landed the caller gets its result (a cancellation
+    then came too late to stop anything); a write that fails, or is
+    cancelled itself, raises as it would. `inline`: `write` is a coroutine
+    that may begin in the caller's task and end in a task of its own
+    (`docs/durable.md`, "Cost"); one that ends without waiting costs no task.
     """
-    task = asyncio.ensure_future(write)
+    if inline and type(write) is types.CoroutineType:
+        try:
+            step = write.send(None)
+        except StopIteration as done:  # ended without waiting: nothing could cancel it
+            value: T = done.value
+            return value
+        task = asyncio.ensure_future(going_on(write, step))
+    else:
+        task = asyncio.ensure_future(write)
     cancelled = False
     while not task.done():
         try:
@@ -28,4 +37,29 @@ async def committed(write: Awaitable[T]) -> T:
     current = asyncio.current_task()
     if cancelled and not task.cancelled() and current is not None:
         current.uncancel()
-    return task.result()
+    result: T = task.result()
+    return result
+
+
+async def going_on(write: Coroutine[Any, Any, T], step: Any) -> T:
+    """The rest of `write`, begun elsewhere up to where it waits (`step`, what it yielded to the loop)."""
+    return await _rest(write, step)
+
+
+@types.coroutine
+def _rest(write: Coroutine[Any, Any, T], step: Any) -> Generator[Any, Any, T]:
+    while True:
+        try:
+            sent = yield step
+        except BaseException as error:
+            try:
+                step = write.throw(error)
+            except StopIteration as done:
+                value: T = done.value
+                return value
+        else:
+            try:
+                step = write.send(sent)
+            except StopIteration as done:
+                value = done.value
+                return value

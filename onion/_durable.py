@@ -69,13 +69,16 @@ async def journaled(
         with journal.stop_when_lost():
             result = await loop.run_chain(run)
         await journal.begin_now(run)  # a run layer answered without the loop
+        inline = journal.inline
         if result.paused:
-            await committed(journal.end("paused", state=result.to_state().to_json(), pending=len(result.pending)))
+            state = result.to_state().to_json()
+            await committed(journal.end("paused", state=state, pending=len(result.pending)), inline=inline)
         elif on_session is None:
-            await committed(journal.end("completed"))
+            await committed(journal.end("completed"), inline=inline)
         else:  # the turn is appended in the same write, under the session's lock
             conversation, start, lock = on_session
-            await committed(journal.end("completed", turn=conversation.turn(result.messages[start:], lock)))
+            turn = conversation.turn(result.messages[start:], lock)
+            await committed(journal.end("completed", turn=turn), inline=inline)
     except BaseException:
         await asyncio.shield(_let_go(journal))
         raise

@@ -24,11 +24,13 @@ import asyncio
 import contextlib
 import json
 import logging
+import types
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._calls import ModelResponse, ToolResult
+from ._committed import going_on
 from ._content import part_dict
 from ._messages import Message
 from .errors import LeaseLost, OnionError, RunBusy, RunNotFound
@@ -85,6 +87,8 @@ class Journal:
         "_renewing",
         "_stoppable",
         "_waiters",
+        "_writing",
+        "inline",
         "lease",
         "lost",
         "owner",
@@ -100,6 +104,10 @@ class Journal:
         self._beginning: tuple[str | None, int] | None = None
         self._held: list[str] = []
         self._flush: asyncio.Task[None] | None = None
+        self._writing = False
+        self.inline: bool = getattr(store, "_inline_writes", False)
+        """The store's writes may begin outside their own task (MemoryStore, SQLiteStore): one that ends without
+        waiting then costs no task."""
         self._waiters: list[asyncio.Future[None]] = []
         self._known = 0
         self._last: Message | None = None
@@ -192,7 +200,7 @@ class Journal:
     ) -> None:
         """Write what was held back, set the run's status and let go of it, with its session `turn` if any."""
         self._stop_renewing()
-        if self._flush is not None:
+        if self._writing:
             await self._written()
         held, self._held = self._held, []
         try:
@@ -228,21 +236,51 @@ class Journal:
         await self._written()
 
     def _written(self) -> asyncio.Future[None]:
-        """A future settled once what is held now is written: by the one task writing for this run.
+        """A future settled once what is held now is written, by the one write this run has going.
 
-        Each caller waits on a future of its own, so a caller cancelled
-        while waiting leaves the write, and the others, going on.
+        The write starts at the loop's next pass, once the batch's other calls
+        held theirs. Each caller waits on a future of its own, so a caller
+        cancelled while waiting leaves the write, and the others, going on.
         """
         loop = asyncio.get_running_loop()
         done = loop.create_future()
         self._waiters.append(done)
-        if self._flush is None:
-            self._flush = loop.create_task(self._write_held())  # starts after the batch's other calls held theirs
+        if not self._writing:
+            self._writing = True
+            if self.inline:  # the write begins in a callback: a task only if it has to wait
+                loop.call_soon(self._write_now, loop)
+            else:
+                self._flush = loop.create_task(self._write_held(None))
         return done
 
-    async def _write_held(self) -> None:
-        """Write what is held, in order, until nothing is; then settle the waiting callers."""
+    def _write_now(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Write what is held, in order, as far as the store's writes end without waiting; the rest in a task."""
         try:
+            while self._held:
+                held, self._held = self._held, []
+                write: Awaitable[None] = self.store.append_journal(self.run_id, self.owner, held, self.lease)
+                if type(write) is types.CoroutineType:
+                    try:
+                        step = write.send(None)
+                    except StopIteration:
+                        continue
+                    write = going_on(write, step)
+                self._flush = loop.create_task(self._write_held(write))
+                return
+        except Exception as error:
+            self._settle(error)
+        except BaseException:
+            self._settle(None, cancelled=True)
+            raise
+        else:
+            self._settle(None)
+
+    async def _write_held(self, write: Awaitable[None] | None) -> None:
+        """Write what is held, in order, until nothing is (after `write`, begun already); then settle the waiting
+        callers."""
+        try:
+            if write is not None:
+                await write
             while self._held:
                 held, self._held = self._held, []
                 await self.store.append_journal(self.run_id, self.owner, held, self.lease)
@@ -255,7 +293,7 @@ class Journal:
             self._settle(None)
 
     def _settle(self, error: Exception | None, *, cancelled: bool = False) -> None:
-        self._flush = None
+        self._flush, self._writing = None, False
         waiters, self._waiters = self._waiters, []
         for done in waiters:
             if done.done():
