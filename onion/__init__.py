@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors
 from ._agent import Agent
-from ._calls import Call, ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
+from ._calls import ModelCall, ToolBatch, ToolCall
 from ._content import Document, Image, Part
 from ._events import (
     Event,
@@ -29,8 +29,10 @@ from ._layers import Layer
 from ._messages import Message, Role, ToolRequest, Usage
 from ._model import Model, resolve_model
 from ._output import OutputSchema, output_schema
+from ._results import ModelResponse, ToolResult
+from ._run import Call, Run, RunResult
+from ._run_state import PendingCall, RunState
 from ._stack import Stack
-from ._state import PendingCall, RunState
 from ._stream_edits import StreamEdit
 from ._threads import ToolThreads
 from ._tools import Tool, tool

@@ -15,8 +15,9 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ._calls import ModelCall, RunResult, ToolCall
+    from ._calls import ModelCall, ToolCall
     from ._model import Model
+    from ._run import RunResult
 
 
 class Boundary(Protocol):

@@ -1,7 +1,4 @@
-"""The contexts of a model call, a tool batch and a tool call, and the `Model` protocol they name.
-
-`Run`, `RunResult` (`onion._run`), `ModelResponse` and `ToolResult` (`onion._results`) are re-exported here.
-"""
+"""The contexts of a model call, a tool batch and a tool call, and the `Model` protocol they name."""
 
 from __future__ import annotations
 
@@ -11,12 +8,8 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ._copies import own_copy
 from ._messages import Message, ToolRequest, Usage
-from ._results import ModelResponse as ModelResponse
-from ._results import ToolResult as ToolResult
-from ._run import Call as Call
-from ._run import OutputT as OutputT
-from ._run import Run as Run
-from ._run import RunResult as RunResult
+from ._results import ModelResponse, ToolResult
+from ._run import Call, Run
 from ._tools import CONTEXTS, Tool
 from .types import StreamEdit
 

@@ -12,8 +12,10 @@ from typing import Any
 
 from . import tracing
 from ._agent import Agent
-from ._calls import ModelResponse, RunResult, ToolBatch, ToolCall, ToolResult
+from ._calls import ToolBatch, ToolCall
 from ._messages import Message, ToolRequest, Usage
+from ._results import ModelResponse, ToolResult
+from ._run import RunResult
 from ._tools import tool
 from .errors import RateLimitedError
 from .hooks import Block, after_tools, before_each_tool

@@ -14,11 +14,13 @@ import json
 import uuid
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ._calls import Run, RunResult, ToolResult
 from ._committed import committed
 from ._journal import Journal
 from ._replay import Replay, pending_batch, replay
-from ._state import RunState, already_decided, check_trusted, rejection_text, state_key, take_decisions
+from ._results import ToolResult
+from ._run import Run, RunResult
+from ._run_state import RunState
+from ._state import already_decided, check_trusted, rejection_text, state_key, take_decisions
 from .errors import OnionError, RunBusy, RunNotFound, RunStateError, StoreUnavailable
 
 if TYPE_CHECKING:

@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._calls import ModelResponse, RunResult, ToolResult
     from ._messages import Usage
-    from ._state import RunState
+    from ._results import ModelResponse, ToolResult
+    from ._run import RunResult
+    from ._run_state import RunState
 
 
 @dataclass(slots=True)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ._calls import ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
+from ._calls import ModelCall, ToolBatch, ToolCall
+from ._results import ModelResponse, ToolResult
+from ._run import Run, RunResult
 
 Handler = Callable[[Any], Awaitable[Any]]
 """`call_next` for a layer that wraps several kinds: takes the context, returns an awaitable of the result."""

@@ -29,10 +29,10 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._calls import ModelResponse, ToolResult
 from ._committed import going_on
 from ._content import part_dict
 from ._messages import Message
+from ._results import ModelResponse, ToolResult
 from .errors import LeaseLost, OnionError, RunBusy, RunNotFound
 
 logger = logging.getLogger("onion.journal")
@@ -40,7 +40,8 @@ logger = logging.getLogger("onion.journal")
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from ._calls import Run, ToolCall
+    from ._calls import ToolCall
+    from ._run import Run
     from .stores import RunStatus, RunStore, SessionTurn
 
 

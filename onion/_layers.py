@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable
 from types import FunctionType, MethodType
 from typing import Any
 
-from ._calls import Call, ModelCall, Run, ToolBatch, ToolCall
+from ._calls import ModelCall, ToolBatch, ToolCall
+from ._run import Call, Run
 from .types import KINDS as KINDS
 
 _KIND_OF_CLASS: dict[type, tuple[str, ...]] = {

@@ -9,10 +9,10 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._calls import ToolResult
 from ._content import part_from
 from ._messages import Message, ToolRequest, Usage
-from ._state import PauseKind, Pending
+from ._results import ToolResult
+from ._run_state import PauseKind, Pending
 from .errors import OnionError
 
 if TYPE_CHECKING:

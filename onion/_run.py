@@ -15,7 +15,8 @@ from typing_extensions import TypeVar
 
 from ._messages import Message, Usage
 from ._output import OutputSchema, output_schema
-from ._state import PausedBatch, Pending, PendingCall, RunState, plain_state, signature, state_key
+from ._run_state import PausedBatch, Pending, PendingCall, RunState, plain_state
+from ._state import signature, state_key
 from .errors import RunStateError
 from .types import AgentLike, JournalLike
 

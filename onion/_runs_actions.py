@@ -18,7 +18,7 @@ from .stores import RunRecord, Store
 
 if TYPE_CHECKING:
     from ._agent import Agent
-    from ._calls import RunResult
+    from ._run import RunResult
 
 
 async def decide(

@@ -20,7 +20,7 @@ from typing import Any
 
 from ._messages import Message
 from ._replay import replay
-from ._state import RunState
+from ._run_state import RunState
 from .errors import OnionError
 from .stores import RedisStore, RunRecord, SQLiteStore, Store
 

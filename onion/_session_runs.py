@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._calls import Run, RunResult
 from ._durable import OnSession, committed, journaled, journaled_id, resume_paused
 from ._loop import first_messages
 from ._messages import Message
-from ._state import RunState, check_trusted, state_key
+from ._run import Run, RunResult
+from ._run_state import RunState
+from ._state import check_trusted, state_key
 from .errors import RunStateError
 from .stores._refusals import session_lost
 

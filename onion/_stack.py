@@ -163,7 +163,8 @@ def bind(function: Callable[..., Any], call_next: Handler) -> Handler:
 
 
 def expected_type(kind: Kind) -> type:
-    from ._calls import ModelResponse, RunResult, ToolResult
+    from ._results import ModelResponse, ToolResult
+    from ._run import RunResult
 
     return {"run": RunResult, "model": ModelResponse, "tools": list, "tool": ToolResult}[kind]
 
@@ -237,7 +238,7 @@ def wrong_result(name: str, kind: Kind, result: Any) -> str:
 
 def _bad_batch(layers: list[Layer], results: list[Any], expected_count: int | None) -> str:
     """Why a tools chain's list is not one `ToolResult` per call, naming the tools layers."""
-    from ._calls import ToolResult
+    from ._results import ToolResult
 
     names = [layer.name for layer in layers]
     if expected_count is not None and len(results) != expected_count:

@@ -1,7 +1,4 @@
-"""What resuming a `RunState` checks and goes on with: its signature, its fit with the agent, its batch.
-
-The state itself (`RunState`, `PendingCall`, the paused batch) is `onion._run_state`, re-exported here.
-"""
+"""What resuming a `RunState` checks and goes on with: its signature, its fit with the agent, its batch."""
 
 from __future__ import annotations
 
@@ -12,15 +9,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ._messages import Message, ToolRequest
-from ._run_state import VERSION as VERSION
-from ._run_state import Decision as Decision
-from ._run_state import PausedBatch as PausedBatch
-from ._run_state import PauseKind as PauseKind
-from ._run_state import Pending as Pending
-from ._run_state import PendingCall as PendingCall
-from ._run_state import RunState as RunState
-from ._run_state import Status as Status
-from ._run_state import plain_state as plain_state
+from ._run_state import Pending, RunState
 from .errors import BatchDecided, RunStateError, ToolArgumentsError
 
 if TYPE_CHECKING:

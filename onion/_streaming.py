@@ -7,9 +7,9 @@ from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
-from ._calls import RunResult
 from ._events import Event, ModelCallFinished, PartialOutput, RunFinished, RunPaused, StreamReset, TextDelta
 from ._output import OutputSchema, output_schema
+from ._run import RunResult
 
 _NOTHING: Any = object()
 

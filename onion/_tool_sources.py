@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from .errors import ToolNameClash
 
 if TYPE_CHECKING:
-    from ._calls import Run
+    from ._run import Run
     from ._tools import Tool
 
 

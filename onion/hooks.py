@@ -12,8 +12,10 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, cast, overload
 
-from ._calls import ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
+from ._calls import ModelCall, ToolBatch, ToolCall
 from ._hook import _NO_MATCHER, Block, Errors, Hook, Matcher, Modify, Pause
+from ._results import ModelResponse, ToolResult
+from ._run import Run, RunResult
 from ._stack import Handler, Stack
 
 __all__ = [

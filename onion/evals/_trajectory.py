@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from .._calls import RunResult
 from .._messages import Message, Usage
+from .._run import RunResult
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from .._calls import ToolResult
+from .._results import ToolResult
 from .._tool_sources import ToolSource
 from ..errors import MCPServerError
 from ._tool import MCPTool, tool_result
 
 if TYPE_CHECKING:
-    from .._calls import Run
+    from .._run import Run
     from .._tools import Tool
 
 MAX_RESULT_BYTES = 1_048_576

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp.types as mcp_types
 
-from .._calls import ToolCall, ToolResult
+from .._calls import ToolCall
 from .._content import IMAGE_TYPES, Document, Image, Part
+from .._results import ToolResult
 from .._tools import TOOL_NAME, Tool, safe_name
 
 if TYPE_CHECKING:
-    from .._calls import Run
+    from .._run import Run
     from .._threads import ToolThreads
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from .._calls import ModelResponse
 from .._messages import Message
+from .._results import ModelResponse
 
 ANSWER_TOOL = "final_answer"
 ANSWER_TOOL_DESCRIPTION = (

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._calls import ModelCall, ModelResponse
+from .._calls import ModelCall
 from .._content import Image, Part, b64
 from .._events import TextDelta, ToolCallStarted
 from .._messages import Message, ToolRequest, Usage
+from .._results import ModelResponse
 from ..errors import ResponseFormatError
 from ._settings import anthropic_settings
 from ._tool_arguments import tool_request

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._calls import ModelCall, ModelResponse
+from .._calls import ModelCall
 from .._content import Image, Part, data_url
 from .._events import TextDelta, ToolCallStarted
 from .._messages import Message, Usage
+from .._results import ModelResponse
 from ..errors import ResponseFormatError, UnsupportedContent
 from ._settings import openai_settings
 from ._tool_arguments import arguments_json, tool_request, tool_result_text

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._calls import ModelCall, ModelResponse
+from .._calls import ModelCall
 from .._content import Image, Part, data_url
 from .._events import TextDelta, ToolCallStarted
 from .._messages import Message, ToolRequest, Usage
+from .._results import ModelResponse
 from ..errors import ResponseFormatError
 from ._errors import from_error_type
 from ._settings import openai_settings

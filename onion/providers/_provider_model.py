@@ -13,8 +13,9 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
-from .._calls import ModelCall, ModelResponse
+from .._calls import ModelCall
 from .._output import OutputSchema, output_schema
+from .._results import ModelResponse
 from .._text import replace_lone_surrogates
 from ..errors import AuthenticationError, ResponseFormatError, UnsupportedContent
 from ._answer_tool import ANSWER_TOOL, ANSWER_TOOL_DESCRIPTION, answer_from_tool

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from .._calls import ModelCall, ModelResponse
+from .._calls import ModelCall
 from .._output import OutputSchema
+from .._results import ModelResponse
 from ._openai_chat_wire import ChatStreamReader, read_response, request_params
 from ._provider_model import ProviderModel, StreamReader
 

@@ -8,7 +8,7 @@ from ..errors import RunStateError
 from ._refusals import run_not_found
 
 if TYPE_CHECKING:
-    from .._state import RunState
+    from .._run_state import RunState
     from ._protocols import RunStore
 
 
@@ -22,7 +22,7 @@ class StateLoader:
         that is running or failed (`agent.resume(run_id)` recovers those).
         """
         from .._replay import replay
-        from .._state import RunState
+        from .._run_state import RunState
 
         record = await self.run_record(run_id)
         if record is None:

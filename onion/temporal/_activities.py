@@ -14,8 +14,9 @@ from typing import Any
 from temporalio import activity
 
 from .._agent import Agent
-from .._calls import Run, ToolResult
 from .._output import output_schema
+from .._results import ToolResult
+from .._run import Run
 from .._tools import Tool, render, valid_text
 from ..errors import ModelError, ToolArgumentsError
 from ._options import ActivityOptions

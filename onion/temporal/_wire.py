@@ -11,10 +11,12 @@ from typing import Any
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from .. import errors
-from .._calls import ModelCall, ModelResponse, Run, ToolResult
+from .._calls import ModelCall
 from .._content import part_dict, part_from
 from .._messages import Message, Usage
 from .._output import output_schema
+from .._results import ModelResponse, ToolResult
+from .._run import Run
 
 
 class ToolSpec:

@@ -15,7 +15,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, TimeoutError
 
-from .._calls import ModelCall, ModelResponse, ToolCall, ToolResult
+from .._calls import ModelCall, ToolCall
+from .._results import ModelResponse, ToolResult
 from ._activities import model_activity_name, tool_activity_name
 from ._approvals import listen, wait_for_decisions
 from ._determinism import refuse_nondeterministic

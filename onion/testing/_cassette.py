@@ -19,7 +19,8 @@ from typing import Any, Literal
 
 from .. import errors
 from .._boundary import BOUNDARY, Boundary
-from .._calls import ModelCall, ModelResponse, ToolCall, ToolResult
+from .._calls import ModelCall, ToolCall
+from .._results import ModelResponse, ToolResult
 from .._tools import render
 from ..errors import ModelError, OnionError
 from ._cassette_entries import (

@@ -13,12 +13,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .._calls import ModelCall, ModelResponse, ToolResult
+from .._calls import ModelCall
 from .._content import part_dict, part_from
 from .._events import TextDelta, ToolCallStarted
 from .._messages import Message, Usage
 from .._model import PROVIDERS
 from .._output import output_schema
+from .._results import ModelResponse, ToolResult
 
 REDACTED = "[REDACTED]"
 

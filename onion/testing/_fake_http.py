@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
-from .._calls import ModelResponse
+from .._results import ModelResponse
 from ._fake_formats import format_problem, output_format, tool_name_problem
 from ._fake_wire import (
     BODIES,

@@ -14,8 +14,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .._calls import ModelResponse
 from .._messages import ToolRequest
+from .._results import ModelResponse
 
 _ids = itertools.count(1)
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import pydantic
 
-from .._calls import ModelResponse
 from .._messages import ToolRequest
+from .._results import ModelResponse
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,10 @@ from typing import Any
 import pydantic
 import pydantic_core
 
-from .._calls import ModelCall, ModelResponse
+from .._calls import ModelCall
 from .._events import TextDelta, ToolCallStarted
 from .._messages import Message, ToolRequest, Usage
+from .._results import ModelResponse
 from ..errors import ScriptExhausted
 
 ScriptItem = str | list[ToolRequest] | ModelResponse | BaseException | pydantic.BaseModel | Sequence[pydantic.BaseModel]

@@ -19,7 +19,7 @@ from .._stack import Handler, Stack
 from ._spans import Span, capturing, current
 
 if TYPE_CHECKING:
-    from .._calls import Call
+    from .._run import Call
     from ..types import Kind
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._calls import ModelCall, ModelResponse, RunResult, ToolResult
+from .._calls import ModelCall
 from .._messages import Usage
+from .._results import ModelResponse, ToolResult
+from .._run import RunResult
 from ._spans import Span
 
 MAX_ERROR = 120

@@ -12,8 +12,10 @@ import traceback
 from collections.abc import Iterable
 from typing import Any
 
-from .._calls import ModelCall, ModelResponse, Run, RunResult, ToolBatch, ToolCall, ToolResult
+from .._calls import ModelCall, ToolBatch, ToolCall
 from .._messages import Message, Usage
+from .._results import ModelResponse, ToolResult
+from .._run import Run, RunResult
 from . import _chains
 from ._chains import model_name
 from ._facts import did, produced
