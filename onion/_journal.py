@@ -26,6 +26,7 @@ import json
 import logging
 import types
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -72,8 +73,8 @@ def _dumps(entry: dict[str, Any]) -> str:
 class Journal:
     """Records one run's steps in `store` under `run_id`, as the worker `owner` holding its lease.
 
-    The lease (`lease` seconds) is extended by every write and by a renewal
-    every `lease / 3` seconds while the run goes on; a worker
+    The lease (`lease` seconds) is extended by every write and by renewals
+    at most `lease / 3` seconds apart while the run goes on; a worker
     that lost it gets `LeaseLost` on its next write, and a renewal that finds
     it lost cancels the run where it is (`stop_when_lost`).
     """
@@ -84,7 +85,8 @@ class Journal:
         "_held",
         "_known",
         "_last",
-        "_renewal",
+        "_renewals",
+        "_renewed",
         "_renewing",
         "_stoppable",
         "_waiters",
@@ -112,7 +114,8 @@ class Journal:
         self._waiters: list[asyncio.Future[None]] = []
         self._known = 0
         self._last: Message | None = None
-        self._renewal: asyncio.TimerHandle | None = None
+        self._renewals: _Renewals | None = None
+        self._renewed = 0.0
         self._renewing: asyncio.Task[None] | None = None
         self._stoppable: asyncio.Task[Any] | None = None
         self.lost: LeaseLost | RunNotFound | None = None
@@ -312,11 +315,19 @@ class Journal:
         self._last = messages[-1] if messages else None
 
     def renew_in_background(self) -> None:
-        """Renew the lease every `lease / 3` seconds until the run ends (a timer, not a task, between renewals)."""
-        self._renewal = asyncio.get_running_loop().call_later(self.lease / 3, self._renew_now)
+        """Renew the lease at most `lease / 3` seconds apart until the run ends (`_Renewals`: one timer per loop
+        and lease for all its runs)."""
+        loop = asyncio.get_running_loop()
+        self._renewed = loop.time()
+        key = (id(loop), self.lease)
+        group = _renewals.get(key)
+        if group is None or group.loop is not loop:
+            group = _renewals[key] = _Renewals(loop, self.lease)
+        group.add(self)
+        self._renewals = group
 
-    def _renew_now(self) -> None:
-        self._renewal = None
+    def _renew_now(self, now: float) -> None:
+        self._renewed = now
         self._renewing = asyncio.get_running_loop().create_task(self._renew())
 
     async def _renew(self) -> None:
@@ -341,22 +352,60 @@ class Journal:
             return
         except Exception as error:  # a store blip must not let the lease lapse while the run goes on
             logger.warning("run %s: renewing its lease failed (%s); trying again", self.run_id, error)
+            self._renewed -= self.lease / 6  # due again at the next tick
         self._renewing = None
-        self.renew_in_background()
 
     def _stop(self, lost: LeaseLost | RunNotFound) -> None:
         """Stop the run where it is (inside `stop_when_lost`), to raise `lost`; renew no more."""
-        self._renewing, self.lost = None, lost
+        self._stop_renewing()
+        self.lost = lost
         if self._stoppable is not None:
             self._stoppable.cancel()
 
     def _stop_renewing(self) -> None:
-        if self._renewal is not None:
-            self._renewal.cancel()
-            self._renewal = None
+        if self._renewals is not None:
+            self._renewals.journals.discard(self)
+            self._renewals = None
         if self._renewing is not None:
-            self._renewing.cancel()
+            if self._renewing is not asyncio.current_task():
+                self._renewing.cancel()
             self._renewing = None
+
+
+_renewals: weakref.WeakValueDictionary[tuple[int, float], _Renewals] = weakref.WeakValueDictionary()
+"""Each loop's renewal timers, by `(id(loop), lease)`; a timer is kept alive by its journals and its loop."""
+
+
+class _Renewals:
+    """The running journals of one loop and lease, renewed by one timer ticking every `lease / 6` seconds.
+
+    A tick renews each journal that went `lease / 6` seconds without a
+    renewal, so renewals are at most `lease / 3` apart; the timer stops at a
+    tick that finds no journal left.
+    """
+
+    __slots__ = ("__weakref__", "journals", "lease", "loop", "timer")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, lease: float) -> None:
+        self.loop, self.lease = loop, lease
+        self.journals: set[Journal] = set()
+        self.timer: asyncio.TimerHandle | None = None
+
+    def add(self, journal: Journal) -> None:
+        self.journals.add(journal)
+        if self.timer is None:
+            self.timer = self.loop.call_later(self.lease / 6, self._tick)
+
+    def _tick(self) -> None:
+        if not self.journals:  # nothing keeps it now: the next run makes another
+            self.timer = None
+            return
+        now = self.loop.time()
+        due = now - self.lease / 6
+        for journal in list(self.journals):
+            if journal._renewing is None and journal._renewed <= due:
+                journal._renew_now(now)
+        self.timer = self.loop.call_later(self.lease / 6, self._tick)
 
 
 def _result_entry(call_id: str, result: ToolResult) -> dict[str, Any]:

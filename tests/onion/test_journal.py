@@ -15,7 +15,7 @@ from onion import Agent, ToolCall, tool
 from onion._journal import Journal
 from onion.errors import LeaseLost, OnionError, RunBusy, RunNotFound
 from onion.stores import MemoryStore, RedisStore, SQLiteStore
-from onion.testing import ScriptedModel, call
+from onion.testing import FunctionModel, ScriptedModel, call
 
 
 class Crash(BaseException):
@@ -272,6 +272,37 @@ async def test_a_running_worker_renews_its_lease_so_no_one_else_can_claim_the_ru
         await Agent(ScriptedModel([]), tools=[slow], store=store).recover(record.run_id)
     release.set()
     assert (await running).output == "ok"
+
+
+async def test_concurrent_runs_longer_than_many_leases_never_let_a_lease_lapse() -> None:
+    """Three runs on one loop (one renewal timer between them) each outlive their lease many times over: every
+    run's lease stays ahead of the store's clock throughout, and once they end nothing is renewed any more."""
+    store = MemoryStore()
+    release = asyncio.Event()
+
+    @tool
+    async def slow() -> str:
+        await release.wait()
+        return "slow done"
+
+    def answer(model_call: Any) -> Any:
+        return [call("slow")] if model_call.messages[-1].role == "user" else "ok"
+
+    agent = Agent(FunctionModel(answer), tools=[slow], store=store, lease=0.06)
+    running = [asyncio.create_task(agent.run("go")) for _ in range(3)]
+    while len(await store.runs()) < 3:
+        await asyncio.sleep(0.005)
+    ends = time.time() + 0.4
+    while time.time() < ends:
+        for record in await store.runs():
+            assert record.lease_expires is not None and record.lease_expires > time.time(), record
+        await asyncio.sleep(0.005)
+    release.set()
+    assert [(await run).output for run in running] == ["ok"] * 3
+    renewals = {r.run_id: r.updated for r in await store.runs()}
+    await asyncio.sleep(0.1)
+    assert {r.run_id: r.updated for r in await store.runs()} == renewals
+    assert all(r.status == "completed" and r.lease_expires is None for r in await store.runs())
 
 
 async def test_a_worker_whose_lease_was_taken_over_stops_at_its_next_write() -> None:
