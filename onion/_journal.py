@@ -21,7 +21,6 @@ starting, a result, the run's end), so a step costs one round trip.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import types
@@ -39,8 +38,6 @@ from .errors import LeaseLost, OnionError, RunBusy, RunNotFound
 logger = logging.getLogger("onion.journal")
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from ._calls import ToolCall
     from ._run import Run
     from .stores import RunStatus, RunStore, SessionTurn
@@ -63,6 +60,8 @@ def _compact_encoder() -> Callable[[Any, int], Sequence[str]]:
 
 
 _chunks = _compact_encoder()
+_string: Callable[[str], str] = json.encoder.encode_basestring
+"""A str as the compact encoder writes it (quoted, non-ASCII kept)."""
 
 
 def _dumps(entry: dict[str, Any]) -> str:
@@ -176,7 +175,7 @@ class Journal:
 
     async def started(self, call: ToolCall) -> None:
         """Record that `call` is about to run (with what was held back): one round trip."""
-        await self._write({"k": "tool", "id": call.id, "name": call.name})
+        await self._write(f'{{"k":"tool","id":{_string(call.id)},"name":{_string(call.name)}}}')
 
     async def finished(self, call: ToolCall, result: ToolResult) -> None:
         """Record what `call` answered: one round trip."""
@@ -184,7 +183,7 @@ class Journal:
 
     def hold_result(self, call_id: str, result: ToolResult) -> None:
         """Record a result that no tool produced, with the next write."""
-        self._held.append(_dumps(_result_entry(call_id, result)))
+        self._held.append(_result_entry(call_id, result))
 
     def hold_decision(self, call_id: str, edited_args: dict[str, Any] | None) -> None:
         """Record, with the next write, that a person approved `call_id` (with `edited_args`, if they edited it)."""
@@ -195,7 +194,7 @@ class Journal:
         the call it lets through then does not ask again), with the next write when `rejected`."""
         entry = {"k": "decided", "id": call_id, "kind": kind, "rejected": rejected}
         if rejected is None:
-            await self._write(entry)
+            await self._write(_dumps(entry))
         else:
             self._held.append(_dumps(entry))
 
@@ -215,28 +214,29 @@ class Journal:
             self._held[:0] = held  # not written: a later end (the run failing) writes them
             raise
 
-    @contextlib.contextmanager
-    def stop_when_lost(self) -> Iterator[None]:
-        """While inside, a renewal that finds the run taken over (or deleted) cancels this task; it then raises
-        `self.lost`.
+    def stop_when_lost(self) -> Journal:
+        """While inside (`with`), a renewal that finds the run taken over (or deleted) cancels this task; it then
+        raises `self.lost`.
 
         Only while inside: the task is then suspended inside the run, so the
         cancellation lands there (the model call, the running tools) and
         nowhere else.
         """
-        task = self._stoppable = asyncio.current_task()
-        try:
-            yield
-        except asyncio.CancelledError:
-            if self.lost is not None and task is not None and task.uncancel() == 0:
-                raise self.lost from None
-            raise
-        finally:
-            self._stoppable = None
+        return self
 
-    async def _write(self, entry: dict[str, Any]) -> None:
-        """Write `entry` with everything held; the calls of one batch writing at once share one round trip."""
-        self._held.append(_dumps(entry))
+    def __enter__(self) -> None:
+        self._stoppable = asyncio.current_task()
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
+        task, self._stoppable = self._stoppable, None
+        cancelled = isinstance(error, asyncio.CancelledError)
+        if cancelled and self.lost is not None and task is not None and task.uncancel() == 0:
+            raise self.lost from None
+
+    async def _write(self, entry: str) -> None:
+        """Write `entry` (JSON text) with everything held; the calls of one batch writing at once share one round
+        trip."""
+        self._held.append(entry)
         await self._written()
 
     def _written(self) -> asyncio.Future[None]:
@@ -408,10 +408,13 @@ class _Renewals:
         self.timer = self.loop.call_later(self.lease / 6, self._tick)
 
 
-def _result_entry(call_id: str, result: ToolResult) -> dict[str, Any]:
+def _result_entry(call_id: str, result: ToolResult) -> str:
     content = result.content
-    stored = content if isinstance(content, str) else [part_dict(part) for part in content]
-    return {"k": "result", "id": call_id, "content": stored, "error": result.is_error}
+    if type(content) is str:  # what _dumps writes, without building the dict
+        error = "true" if result.is_error else "false"
+        return f'{{"k":"result","id":{_string(call_id)},"content":{_string(content)},"error":{error}}}'
+    stored = [part_dict(part) for part in content]
+    return _dumps({"k": "result", "id": call_id, "content": stored, "error": result.is_error})
 
 
 def _encode(entry: dict[str, Any], run: Run) -> str:
