@@ -21,12 +21,13 @@ starting, a result, the run's end), so a step costs one round trip.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import types
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._committed import going_on
@@ -257,27 +258,43 @@ class Journal:
                 self._flush = loop.create_task(self._write_held(None))
         return done
 
-    def _write_now(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Write what is held, in order, as far as the store's writes end without waiting; the rest in a task."""
+    def _write_now(self, loop: asyncio.AbstractEventLoop, write: Coroutine[Any, Any, None] | None = None) -> None:
+        """Write what is held, in order (after `write`, begun already), as the store's writes allow: a write that
+        waits on a future of this loop goes on from that future's callback, any other in a task."""
         try:
-            while self._held:
-                held, self._held = self._held, []
-                write: Awaitable[None] = self.store.append_journal(self.run_id, self.owner, held, self.lease)
-                if type(write) is types.CoroutineType:
-                    try:
-                        step = write.send(None)
-                    except StopIteration:
-                        continue
-                    write = going_on(write, step)
-                self._flush = loop.create_task(self._write_held(write))
+            while True:
+                if write is None:
+                    if not self._held:
+                        break
+                    held, self._held = self._held, []
+                    begun = self.store.append_journal(self.run_id, self.owner, held, self.lease)
+                    if type(begun) is not types.CoroutineType:
+                        self._flush = loop.create_task(self._write_held(begun))
+                        return
+                    write = begun
+                try:
+                    step = write.send(None)
+                except StopIteration:
+                    write = None
+                    continue
+                if type(step) is asyncio.Future and step._asyncio_future_blocking and step.get_loop() is loop:
+                    step._asyncio_future_blocking = False
+                    step.add_done_callback(functools.partial(self._went_on, loop, write))
+                else:
+                    self._flush = loop.create_task(self._write_held(going_on(write, step)))
                 return
         except Exception as error:
             self._settle(error)
+        except asyncio.CancelledError:  # the store's future was cancelled: so are the callers
+            self._settle(None, cancelled=True)
         except BaseException:
             self._settle(None, cancelled=True)
             raise
         else:
             self._settle(None)
+
+    def _went_on(self, loop: asyncio.AbstractEventLoop, write: Coroutine[Any, Any, None], _: object) -> None:
+        self._write_now(loop, write)
 
     async def _write_held(self, write: Awaitable[None] | None) -> None:
         """Write what is held, in order, until nothing is (after `write`, begun already); then settle the waiting
