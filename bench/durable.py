@@ -4,7 +4,8 @@ Workloads (fake model, no latency): an answer alone (1 model call); one
 tool call then an answer (2 model calls, 1 tool call); the standard
 workload (2 model calls, 3 parallel tool calls). Each runs with no store
 and with a `SQLiteStore` in a temporary directory; the difference is the
-journal's cost. A journaled run of the standard workload makes 4 durable
+journal's cost. The standard workload on a `MemoryStore` is the journal's
+own Python, without a disk. A journaled run of the standard workload makes 4 durable
 writes (its start; the model response with the 3 tool starts; the 3
 results; the final response with the run's end), so one write (an
 `append_journal` of 3 entries) is measured alone, and so are the 4
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from onion import Agent, Message, ModelCall, ModelResponse, Run, ToolRequest, Usage, tool
 from onion._journal import Journal
-from onion.stores import SQLiteStore
+from onion.stores import MemoryStore, SQLiteStore, Store
 from onion.stores._sqlite import _RUN_COLUMNS, _append, _connect, _hold
 
 from .table import Row, render
@@ -55,7 +56,7 @@ class CallsModel:
         return ModelResponse(Message.assistant(FINAL), Usage(requests=1))
 
 
-def make_agent(calls: int, store: SQLiteStore | None, latency: float = 0.0) -> Agent:
+def make_agent(calls: int, store: Store | None, latency: float = 0.0) -> Agent:
     if calls == 3 and not latency:
         agent = onion_agent(0)
         agent.store = store
@@ -171,6 +172,7 @@ async def measure(scale: Scale, where: Path) -> dict[str, float]:
     for calls, store in stores.items():
         cases[f"none {calls}"] = batch_of(make_agent(calls, None))
         cases[f"sqlite {calls}"] = batch_of(make_agent(calls, store))
+    cases["memory 3"] = batch_of(make_agent(3, MemoryStore()))
     cases["bare commits"] = bare_commits(where / "bare.db", await run_entries(where))
     t = await interleaved(cases, rounds=scale.rounds, target_s=scale.target_s * 5)
     t["model entry"] = await model_entry_cost()
@@ -201,6 +203,14 @@ def rows(scale: Scale) -> list[Row]:
             "no store",
             BAR,
             aim=5.0,
+        ),
+        Row(
+            SECTION,
+            "the same run on MemoryStore (the journal's own Python)",
+            t["memory 3"] * 1e6,
+            "µs",
+            t["none 3"] * 1e6,
+            "no store",
         ),
         Row(
             SECTION,
