@@ -6,6 +6,7 @@ ratio of two medians stays meaningful on a shared machine.
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import time
@@ -67,11 +68,15 @@ async def interleaved(cases: Mapping[str, Batch], *, rounds: int, target_s: floa
 
 
 def interleaved_commands(commands: Mapping[str, Sequence[str]], *, repeats: int, cwd: Path) -> dict[str, float]:
-    """Median wall seconds of each command (run to completion), interleaved `repeats` times."""
+    """Median wall seconds of each command (run to completion), interleaved `repeats` times, after one run of each
+    that writes the bytecode caches (with `PYTHONDONTWRITEBYTECODE` set, every import would compile its source)."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+    for command in commands.values():
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=cwd, env=env)
     samples: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(repeats):
         for name, command in commands.items():
             start = time.perf_counter()
-            subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=cwd)
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=cwd, env=env)
             samples[name].append(time.perf_counter() - start)
     return {name: statistics.median(values) for name, values in samples.items()}
