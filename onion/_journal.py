@@ -108,7 +108,7 @@ class Journal:
         self._held: list[str] = []
         self._flush: asyncio.Task[None] | None = None
         self._writing = False
-        self.inline: bool = getattr(store, "_inline_writes", False)
+        self.inline = _inline(store)
         """The store's writes may begin outside their own task (MemoryStore, SQLiteStore): one that ends without
         waiting then costs no task."""
         self._waiters: list[asyncio.Future[None]] = []
@@ -448,3 +448,15 @@ def _encode(entry: dict[str, Any], run: Run) -> str:
                     "with a store keeps run.state in the store; keep only JSON values there"
                 ) from error
         raise OnionError(f"a journal entry is not JSON-serialisable ({error})") from error
+
+
+def _inline(store: RunStore) -> bool:
+    """Whether `store`'s journal writes may begin outside a task of their own: the class that says so
+    (`_inline_writes`) says it of its own `append_journal` and `release_run`; a subclass overriding either (with an
+    `asyncio.timeout` inside, say) gets a task per write unless it says so again."""
+    kind = type(store)
+    for owner in kind.__mro__:
+        if "_inline_writes" in vars(owner):
+            own = all(getattr(kind, name) is getattr(owner, name) for name in ("append_journal", "release_run"))
+            return bool(vars(owner)["_inline_writes"]) and own
+    return False

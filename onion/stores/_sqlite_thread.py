@@ -67,7 +67,9 @@ class SQLiteThread:
         with self._lock:
             if self._closed:
                 raise StoreUnavailable(f"{self.name} is closed: open a new one")
-            if self._queued:  # the thread is at work: join its next transaction
+            if self._queued:  # the thread is at work: join its next transaction, after this loop's waiting writes
+                for earlier, waiting_done in self._soon.pop(loop, ()):
+                    self._give((_WRITE, earlier, waiting_done))
                 self._give((_WRITE, work, done))
                 return done
             waiting = self._soon.get(loop)

@@ -429,3 +429,36 @@ async def test_a_run_deleted_while_it_runs_is_stopped_at_its_next_renewal(
     assert hang.cancelled.is_set() and len(model.requests) == 1
     assert "renewing its lease failed" not in caplog.text
     await store.aclose()
+
+
+async def test_a_store_subclass_whose_writes_need_their_own_task_journals_every_step(tmp_path: Path) -> None:
+    """A subclass overriding append_journal and release_run with `asyncio.timeout` inside (which needs a task):
+    the journal gives each of its writes a task instead of starting them in a callback or the caller's task."""
+
+    class TimedStore(SQLiteStore):
+        async def append_journal(self, run_id: str, owner: str, entries: Any, lease: float) -> None:
+            async with asyncio.timeout(5):
+                await super().append_journal(run_id, owner, entries, lease)
+
+        async def release_run(self, *args: Any, **kwargs: Any) -> None:
+            async with asyncio.timeout(5):
+                await super().release_run(*args, **kwargs)
+
+    @tool
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    store = TimedStore(tmp_path / "s.db")
+    agent = Agent(ScriptedModel([[call("add", a=1, b=2)], "3"]), tools=[add], store=store)
+    result = await agent.run("1+2?")
+    assert result.output == "3"
+    assert [json.loads(entry)["k"] for entry in await store.journal(result.run_id)] == [
+        "start",
+        "model",
+        "tool",
+        "result",
+        "model",
+    ]
+    record = await store.run_record(result.run_id)
+    assert record is not None and record.status == "completed"
+    await store.aclose()

@@ -283,3 +283,27 @@ async def test_writes_committed_together_after_one_raised_land_once_each(tmp_pat
         )
         assert outcomes[0] is True and outcomes[2] is True and isinstance(outcomes[1], ValueError)
         assert await store.session_messages("s") == ["m1", "m2"]
+
+
+async def test_one_loops_writes_commit_in_order_while_another_loop_keeps_the_thread_busy(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    order: list[str] = []
+    other_started, other_release = threading.Event(), threading.Event()
+
+    def other_loop() -> None:
+        async def main() -> None:
+            await store._write(lambda db: (other_started.set(), other_release.wait(), order.append("other")))
+
+        asyncio.run(main())
+
+    asyncio.get_running_loop().call_soon(lambda: None)  # other work is ready: the first write waits for the next pass
+    first = store._change(lambda db: order.append("first"))
+    thread = threading.Thread(target=other_loop)
+    thread.start()
+    other_started.wait(5)  # blocking this loop: its first write is still waiting for the next pass
+    second = store._change(lambda db: order.append("second"))
+    other_release.set()
+    await asyncio.gather(first, second)
+    thread.join()
+    store.close()
+    assert order == ["other", "first", "second"]
