@@ -1,40 +1,26 @@
 """The journal: a run's steps recorded in its store as they happen (`onion._replay` reads them back).
 
-Entries are JSON objects, one per store row, by kind `k`:
-
-- `start`: the first messages, `run.state`, the agent's name, the session (if any);
-- `model`: one model response, with the messages appended to the history
-  since the previous entry (or the whole history, `reset`, when a layer
-  replaced it), the usage and `run.state` after it;
-- `tool`: a tool call about to run (written before the tool runs; its
-  arguments are those of the response's request, in the history);
-- `result`: what a tool call answered (after its whole tool stack);
-- `decided`: a paused call a person approved (`args`: their edit, or null),
-  so a crash later runs it as they decided, without asking again; for a
-  paused model call or run, `kind` (`"model"`, `"run"`) and `rejected` (the
-  reason, or null when approved).
-
-A model entry is held back and written with the next write (a tool
-starting, a result, the run's end), so a step costs one round trip.
+Entries (`onion._entries`) are JSON objects, one per store row. A model entry
+is held back and written with the next write (a tool starting, a result, the
+run's end), so a step costs one round trip.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import types
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from ._committed import going_on
-from ._content import part_dict
+from ._entries import dumps, encode, json_string, result_entry
 from ._messages import Message
 from ._results import ModelResponse, ToolResult
-from .errors import LeaseLost, OnionError, RunBusy, RunNotFound
+from .errors import LeaseLost, RunBusy, RunNotFound
 
 logger = logging.getLogger("onion.journal")
 
@@ -42,32 +28,6 @@ if TYPE_CHECKING:
     from ._calls import ToolCall
     from ._run import Run
     from .stores import RunStatus, RunStore, SessionTurn
-
-
-def _compact_encoder() -> Callable[[Any, int], Sequence[str]]:
-    """The C encoder that `json.dumps(separators=(",", ":"), ensure_ascii=False)` builds on every call, built once.
-
-    It does not track the containers it is inside: a value that contains
-    itself raises `RecursionError` instead of `ValueError`.
-    """
-    encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-    make: Any = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator: the pure-Python encoder, whole
-        return lambda value, _: (encoder.encode(value),)
-    chunks: Callable[[Any, int], Sequence[str]] = make(
-        None, encoder.default, json.encoder.encode_basestring, None, ":", ",", False, False, True
-    )
-    return chunks
-
-
-_chunks = _compact_encoder()
-_string: Callable[[str], str] = json.encoder.encode_basestring
-"""A str as the compact encoder writes it (quoted, non-ASCII kept)."""
-
-
-def _dumps(entry: dict[str, Any]) -> str:
-    """`entry` as compact JSON text."""
-    return "".join(_chunks(entry, 0))
 
 
 class Journal:
@@ -139,7 +99,7 @@ class Journal:
             agent=run.agent.name,
             owner=self.owner,
             lease=self.lease,
-            entries=[_encode(entry, run)],
+            entries=[encode(entry, run)],
             session=session,
         )
         self.renew_in_background()
@@ -171,33 +131,33 @@ class Journal:
         }
         if reset:
             entry["reset"] = True
-        self._held.append(_encode(entry, run))
+        self._held.append(encode(entry, run))
         self.mark(messages)
 
     async def started(self, call: ToolCall) -> None:
         """Record that `call` is about to run (with what was held back): one round trip."""
-        await self._write(f'{{"k":"tool","id":{_string(call.id)},"name":{_string(call.name)}}}')
+        await self._write(f'{{"k":"tool","id":{json_string(call.id)},"name":{json_string(call.name)}}}')
 
     async def finished(self, call: ToolCall, result: ToolResult) -> None:
         """Record what `call` answered: one round trip."""
-        await self._write(_result_entry(call.id, result))
+        await self._write(result_entry(call.id, result))
 
     def hold_result(self, call_id: str, result: ToolResult) -> None:
         """Record a result that no tool produced, with the next write."""
-        self._held.append(_result_entry(call_id, result))
+        self._held.append(result_entry(call_id, result))
 
     def hold_decision(self, call_id: str, edited_args: dict[str, Any] | None) -> None:
         """Record, with the next write, that a person approved `call_id` (with `edited_args`, if they edited it)."""
-        self._held.append(_dumps({"k": "decided", "id": call_id, "args": edited_args}))
+        self._held.append(dumps({"k": "decided", "id": call_id, "args": edited_args}))
 
     async def decided_pause(self, call_id: str, kind: str, rejected: str | None) -> None:
         """Record that a person decided the paused model call or run `call_id`: now when approved (a crash in
         the call it lets through then does not ask again), with the next write when `rejected`."""
         entry = {"k": "decided", "id": call_id, "kind": kind, "rejected": rejected}
         if rejected is None:
-            await self._write(_dumps(entry))
+            await self._write(dumps(entry))
         else:
-            self._held.append(_dumps(entry))
+            self._held.append(dumps(entry))
 
     async def end(
         self, status: RunStatus, *, state: str | None = None, pending: int = 0, turn: SessionTurn | None = None
@@ -423,31 +383,6 @@ class _Renewals:
             if journal._renewing is None and journal._renewed <= due:
                 journal._renew_now(now)
         self.timer = self.loop.call_later(self.lease / 6, self._tick)
-
-
-def _result_entry(call_id: str, result: ToolResult) -> str:
-    content = result.content
-    if type(content) is str:  # what _dumps writes, without building the dict
-        error = "true" if result.is_error else "false"
-        return f'{{"k":"result","id":{_string(call_id)},"content":{_string(content)},"error":{error}}}'
-    stored = [part_dict(part) for part in content]
-    return _dumps({"k": "result", "id": call_id, "content": stored, "error": result.is_error})
-
-
-def _encode(entry: dict[str, Any], run: Run) -> str:
-    """`entry` as JSON text; a `run.state` that JSON cannot hold is refused, naming the key."""
-    try:
-        return _dumps(entry)
-    except (TypeError, ValueError, RecursionError) as error:
-        for key, value in run.state.items():
-            try:
-                json.dumps(value)
-            except (TypeError, ValueError):
-                raise OnionError(
-                    f"run.state[{key!r}] ({type(value).__name__}) is not JSON-serialisable: a run on an agent "
-                    "with a store keeps run.state in the store; keep only JSON values there"
-                ) from error
-        raise OnionError(f"a journal entry is not JSON-serialisable ({error})") from error
 
 
 def _inline(store: RunStore) -> bool:

@@ -1,0 +1,80 @@
+"""The journal's entries, as JSON text (`onion._journal` writes them, `onion._replay` reads them back).
+
+Entries are JSON objects, one per store row, by kind `k`:
+
+- `start`: the first messages, `run.state`, the agent's name, the session (if any);
+- `model`: one model response, with the messages appended to the history
+  since the previous entry (or the whole history, `reset`, when a layer
+  replaced it), the usage and `run.state` after it;
+- `tool`: a tool call about to run (written before the tool runs; its
+  arguments are those of the response's request, in the history);
+- `result`: what a tool call answered (after its whole tool stack);
+- `decided`: a paused call a person approved (`args`: their edit, or null),
+  so a crash later runs it as they decided, without asking again; for a
+  paused model call or run, `kind` (`"model"`, `"run"`) and `rejected` (the
+  reason, or null when approved).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._content import part_dict
+from ._results import ToolResult
+from .errors import OnionError
+
+if TYPE_CHECKING:
+    from ._run import Run
+
+
+def _compact_encoder() -> Callable[[Any, int], Sequence[str]]:
+    """The C encoder that `json.dumps(separators=(",", ":"), ensure_ascii=False)` builds on every call, built once.
+
+    It does not track the containers it is inside: a value that contains
+    itself raises `RecursionError` instead of `ValueError`.
+    """
+    encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+    make: Any = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator: the pure-Python encoder, whole
+        return lambda value, _: (encoder.encode(value),)
+    chunks: Callable[[Any, int], Sequence[str]] = make(
+        None, encoder.default, json.encoder.encode_basestring, None, ":", ",", False, False, True
+    )
+    return chunks
+
+
+_chunks = _compact_encoder()
+json_string: Callable[[str], str] = json.encoder.encode_basestring
+"""A str as the compact encoder writes it (quoted, non-ASCII kept)."""
+
+
+def dumps(entry: dict[str, Any]) -> str:
+    """`entry` as compact JSON text."""
+    return "".join(_chunks(entry, 0))
+
+
+def result_entry(call_id: str, result: ToolResult) -> str:
+    content = result.content
+    if type(content) is str:  # what _dumps writes, without building the dict
+        error = "true" if result.is_error else "false"
+        return f'{{"k":"result","id":{json_string(call_id)},"content":{json_string(content)},"error":{error}}}'
+    stored = [part_dict(part) for part in content]
+    return dumps({"k": "result", "id": call_id, "content": stored, "error": result.is_error})
+
+
+def encode(entry: dict[str, Any], run: Run) -> str:
+    """`entry` as JSON text; a `run.state` that JSON cannot hold is refused, naming the key."""
+    try:
+        return dumps(entry)
+    except (TypeError, ValueError, RecursionError) as error:
+        for key, value in run.state.items():
+            try:
+                json.dumps(value)
+            except (TypeError, ValueError):
+                raise OnionError(
+                    f"run.state[{key!r}] ({type(value).__name__}) is not JSON-serialisable: a run on an agent "
+                    "with a store keeps run.state in the store; keep only JSON values there"
+                ) from error
+        raise OnionError(f"a journal entry is not JSON-serialisable ({error})") from error
