@@ -1,6 +1,6 @@
 """Reading a journal back: the run rebuilt from its entries, and the batch its dead worker left unfinished.
 
-The entries are those `onion._journal` writes (its docstring lists them).
+The entries are those `onion._journal` writes (`onion._entries` lists them).
 """
 
 from __future__ import annotations
