@@ -63,3 +63,15 @@ def _rest(write: Coroutine[Any, Any, T], step: Any) -> Generator[Any, Any, T]:
             except StopIteration as done:
                 value = done.value
                 return value
+
+
+def inline_writes(store: object) -> bool:
+    """Whether `store`'s journal writes may begin outside a task of their own: the class that says so
+    (`_inline_writes`) says it of its own `append_journal` and `release_run`; a subclass overriding either (with an
+    `asyncio.timeout` inside, say) gets a task per write unless it says so again."""
+    kind = type(store)
+    for owner in kind.__mro__:
+        if "_inline_writes" in vars(owner):
+            own = all(getattr(kind, name) is getattr(owner, name) for name in ("append_journal", "release_run"))
+            return bool(vars(owner)["_inline_writes"]) and own
+    return False

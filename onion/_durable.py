@@ -148,7 +148,12 @@ async def resume_paused(
         raise
     journal.renew_in_background()
     journal.mark(run.messages)
-    return await _resumed(loop, run, journal, store, saved, session)
+    try:
+        return await _resumed(loop, run, journal, store, saved, session)
+    except BaseException:  # before the run went on (a decided write, its session's lock): it waits as it was
+        if journal.renewing:
+            await asyncio.shield(_given_back(journal, record.state, record.pending))
+        raise
 
 
 async def _resumed(
@@ -180,6 +185,12 @@ async def _on_session(
     """
     async with session.lock(owner=run.id) as lock:
         return await journaled(loop, run, store, OnSession(session, start, lock), journal)
+
+
+async def _given_back(journal: Journal, state: str | None, pending: int) -> None:
+    """Give the paused run back as it was; a worker that lost it, or its store, leaves it as it is."""
+    with contextlib.suppress(RunBusy, RunNotFound, StoreUnavailable):
+        await journal.give_back(state, pending)
 
 
 async def _let_go(journal: Journal) -> None:
@@ -214,17 +225,22 @@ async def recover(
     except BaseException:
         await asyncio.shield(_let_go(journal))
         raise
-    run = Run(agent, replayed.messages, replayed.messages, replayed.state, output_type)
-    run.id, run.steps, run.usage = run_id, replayed.steps, replayed.usage
-    run.session, run.emit = replayed.session, emit
-    journal.mark(run.messages)
-    if replayed.unanswered or replayed.completed or replayed.decided_pause:
-        run._pending = pending = pending_batch(replayed, tools, journal)
-        run.approved = pending.kind == "run" and pending.rejection is None
-    if replayed.session is None:
-        return await journaled(loop, run, store, None, journal)
-    session = store.session(replayed.session)
-    return await _on_session(loop, run, journal, store, session, replayed.session_from)
+    try:
+        run = Run(agent, replayed.messages, replayed.messages, replayed.state, output_type)
+        run.id, run.steps, run.usage = run_id, replayed.steps, replayed.usage
+        run.session, run.emit = replayed.session, emit
+        journal.mark(run.messages)
+        if replayed.unanswered or replayed.completed or replayed.decided_pause:
+            run._pending = pending = pending_batch(replayed, tools, journal)
+            run.approved = pending.kind == "run" and pending.rejection is None
+        if replayed.session is None:
+            return await journaled(loop, run, store, None, journal)
+        session = store.session(replayed.session)
+        return await _on_session(loop, run, journal, store, session, replayed.session_from)
+    except BaseException:  # before the run went on (waiting for its session's lock, say): failed, resumable again
+        if journal.renewing:
+            await asyncio.shield(_let_go(journal))
+        raise
 
 
 def _check_agent(agent: str, run_id: str, replayed: Replay, tools: dict[str, Tool]) -> None:

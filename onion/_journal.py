@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Awaitable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from ._committed import going_on
+from ._committed import going_on, inline_writes
 from ._entries import dumps, encode, json_string, result_entry
 from ._messages import Message
 from ._results import ModelResponse, ToolResult
@@ -68,7 +68,7 @@ class Journal:
         self._held: list[str] = []
         self._flush: asyncio.Task[None] | None = None
         self._writing = False
-        self.inline = _inline(store)
+        self.inline = inline_writes(store)
         """The store's writes may begin outside their own task (MemoryStore, SQLiteStore): one that ends without
         waiting then costs no task."""
         self._waiters: list[asyncio.Future[None]] = []
@@ -174,6 +174,17 @@ class Journal:
         except BaseException:
             self._held[:0] = held  # not written: a later end (the run failing) writes them
             raise
+
+    @property
+    def renewing(self) -> bool:
+        """The run is held and its lease renewed: it has neither ended (`end`) nor been lost."""
+        return self._renewals is not None
+
+    async def give_back(self, state: str | None, pending: int) -> None:
+        """Let go of a paused run claimed to resume as it was when claimed (its `state`), writing nothing held."""
+        self._stop_renewing()
+        self._held = []
+        await self.store.release_run(self.run_id, self.owner, "paused", state=state, pending=pending)
 
     def stop_when_lost(self) -> Journal:
         """While inside (`with`), a renewal that finds the run taken over (or deleted) cancels this task; it then
@@ -383,15 +394,3 @@ class _Renewals:
             if journal._renewing is None and journal._renewed <= due:
                 journal._renew_now(now)
         self.timer = self.loop.call_later(self.lease / 6, self._tick)
-
-
-def _inline(store: RunStore) -> bool:
-    """Whether `store`'s journal writes may begin outside a task of their own: the class that says so
-    (`_inline_writes`) says it of its own `append_journal` and `release_run`; a subclass overriding either (with an
-    `asyncio.timeout` inside, say) gets a task per write unless it says so again."""
-    kind = type(store)
-    for owner in kind.__mro__:
-        if "_inline_writes" in vars(owner):
-            own = all(getattr(kind, name) is getattr(owner, name) for name in ("append_journal", "release_run"))
-            return bool(vars(owner)["_inline_writes"]) and own
-    return False

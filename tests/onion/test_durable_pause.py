@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -184,3 +185,31 @@ async def test_a_recovered_call_that_never_started_can_still_pause_for_approval(
     state.approve("a")
     done = await agent.resume(state)
     assert "note was interrupted" in done.output and done.output.endswith("paid 1") and paid == [1]
+
+
+async def test_a_resume_cancelled_while_it_waits_for_its_sessions_lock_leaves_the_run_paused_as_it_was() -> None:
+    """Claimed, then cancelled before it went on (another holder keeps the session): the run waits as it was,
+    its decisions not consumed, and a later resume runs it."""
+    store = MemoryStore()
+    tools, paid = tools_and_log()
+    agent = Agent(FunctionModel(answer_with_tool_texts), tools=tools, store=store).use(approve("pay"))
+    result = await agent.run("pay both", session="s")
+    assert result.paused
+    assert await store.lock_session("s", "someone else", 60)  # the session is busy
+    state = await store.load(result.run_id)
+    state.approve("a")
+    state.approve("b")
+    resuming = asyncio.create_task(agent.resume(state))
+    while (await store.run_record(result.run_id)).status != "running":  # type: ignore[union-attr]
+        await asyncio.sleep(0)
+    resuming.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await resuming
+    record = await store.run_record(result.run_id)
+    assert record is not None and (record.status, record.pending, record.owner) == ("paused", 2, None)
+    assert paid == []
+    await store.unlock_session("s", "someone else")
+    again = await store.load(result.run_id)
+    again.approve("a")
+    again.approve("b")
+    assert (await agent.resume(again)).output == "paid 1 / paid 2" and paid == [1, 2]

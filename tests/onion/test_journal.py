@@ -462,3 +462,42 @@ async def test_a_store_subclass_whose_writes_need_their_own_task_journals_every_
     record = await store.run_record(result.run_id)
     assert record is not None and record.status == "completed"
     await store.aclose()
+
+
+async def test_a_recovery_cancelled_while_it_waits_for_its_sessions_lock_leaves_the_run_failed_and_unrenewed() -> None:
+    """Claimed, then cancelled before it went on (another holder keeps the session): the run is failed again,
+    recoverable, and this worker stops renewing it."""
+    store = MemoryStore()
+
+    @tool
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    worker = Agent(ScriptedModel([[call("add", a=1, b=2)]]), tools=[add], store=store).use(crash_after("add"))
+    with pytest.raises(Crash):
+        await worker.run("1+2?", session="s")
+    (record,) = await store.runs()
+    assert record.status == "failed"
+    assert await store.lock_session("s", "someone else", 60)  # the session is busy
+    renewed: list[str] = []
+    renew_run = store.renew_run
+
+    async def counted(run_id: str, owner: str, lease: float) -> None:
+        renewed.append(run_id)
+        await renew_run(run_id, owner, lease)
+
+    store.renew_run = counted  # type: ignore[method-assign]
+    recovering = asyncio.create_task(
+        Agent(ScriptedModel(["3"]), tools=[add], store=store, lease=0.06).recover(record.run_id)
+    )
+    while (await store.run_record(record.run_id)).status != "running":  # type: ignore[union-attr]
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.1)  # waiting for the session's lock, renewed meanwhile
+    recovering.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await recovering
+    after = await store.run_record(record.run_id)
+    assert after is not None and after.status == "failed" and after.owner is None
+    renewals = len(renewed)
+    await asyncio.sleep(0.1)  # several of its lease's renewal ticks
+    assert len(renewed) == renewals
