@@ -29,6 +29,15 @@ _PROCESS = os.urandom(4).hex()
 """Makes run ids unique across processes, so a saved run never shares its id with a new one."""
 
 
+def _forked() -> None:
+    """A process forked after `import onion` (a pre-fork server's worker) draws its own run ids."""
+    global _PROCESS
+    _PROCESS = os.urandom(4).hex()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 class Call:
     """Base of the four contexts; `kind` says which one, `run` is the run it belongs to."""
 

@@ -7,6 +7,7 @@ import threading
 from typing import Annotated, Any
 
 import pytest
+from forker import Forker
 from pydantic import Field
 
 from onion import (
@@ -668,3 +669,13 @@ async def test_a_response_a_layer_rebuilds_or_makes_itself_is_counted_once() -> 
 
     made = await Agent(ScriptedModel([]), middleware=[answer]).run("x")
     assert made.usage == Usage(7, 0, 1)
+
+
+def test_processes_forked_after_import_onion_give_their_runs_ids_of_their_own(forker: Forker) -> None:
+    """Workers forked from one process that imported onion (a pre-fork server, the test forker): run ids differ."""
+    code = (
+        "from onion import Agent; from onion.testing import ScriptedModel; "
+        "print(Agent(ScriptedModel(['hi'])).run_sync('x').run_id)"
+    )
+    ids = [forker.run("-c", code, timeout=60).stdout.strip() for _ in range(3)]
+    assert all(ids) and len(set(ids)) == 3, ids
