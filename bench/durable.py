@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 
 from onion import Agent, Message, ModelCall, ModelResponse, Run, ToolRequest, Usage, tool
-from onion._journal import Journal
+from onion._durable.journal import Journal
 from onion.stores import MemoryStore, SQLiteStore, Store
 from onion.stores._sqlite import _RUN_COLUMNS, _append, _connect, _hold
 

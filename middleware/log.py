@@ -277,7 +277,7 @@ def _resumption(run: Run) -> str | None:
         decided.append(f"{verb} {request.name}({request.id})")
     for call_id, message in pending.settled.items():
         name = asked[call_id].name if call_id in asked else ""
-        refusal = f"Tool call {name} was rejected: "  # what the model reads for a rejection (onion._state)
+        refusal = f"Tool call {name} was rejected: "  # what the model reads for a rejection (onion._durable.trust)
         if message.text.startswith(refusal):
             decided.append(f"rejected {name}({call_id}): {message.text[len(refusal) :]}")
     return f"resumed {run.id}: " + "; ".join(decided)

@@ -12,6 +12,7 @@ from . import errors
 from ._agent import Agent
 from ._calls import ModelCall, ToolBatch, ToolCall
 from ._content import Document, Image, Part
+from ._durable.state import PendingCall, RunState
 from ._events import (
     Event,
     ModelCallFinished,
@@ -31,7 +32,6 @@ from ._model import Model, resolve_model
 from ._output import OutputSchema, output_schema
 from ._results import ModelResponse, ToolResult
 from ._run import Call, Run, RunResult
-from ._run_state import PendingCall, RunState
 from ._stack import Stack
 from ._stream_edits import StreamEdit
 from ._threads import ToolThreads

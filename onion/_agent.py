@@ -10,15 +10,15 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 from . import _chains
 from ._boundary import decided_in_place
 from ._calls import Model
-from ._durable import journaled, recover
+from ._durable.runs import journaled, recover
+from ._durable.sessions import resume_run, run_in_session, session_of
+from ._durable.state import RunState
 from ._events import Event
 from ._loop import Loop, first_messages
 from ._messages import Message
 from ._model import resolve_model
 from ._output import output_schema
 from ._run import OutputT, Run, RunResult
-from ._run_state import RunState
-from ._session_runs import resume_run, run_in_session, session_of
 from ._stack import Stack, checked_by_default, profiling
 from ._streaming import streamed
 from ._threads import ToolThreads, default_tool_threads

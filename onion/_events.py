@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._durable.state import RunState
     from ._messages import Usage
     from ._results import ModelResponse, ToolResult
     from ._run import RunResult
-    from ._run_state import RunState
 
 
 @dataclass(slots=True)

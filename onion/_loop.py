@@ -20,14 +20,14 @@ from ._boundary import BOUNDARY
 from ._calls import ModelCall, ToolCall
 from ._chains import compose
 from ._copies import own_copy, own_message
+from ._durable.state import PausedBatch, PendingCall, RunState, plain_state
+from ._durable.trust import check_resumable, pending_batch
 from ._events import ModelCallFinished, StreamReset, TextDelta, ToolCallStarted
 from ._history import check_history
 from ._messages import Message
 from ._results import ModelResponse
 from ._run import Run, RunResult
-from ._run_state import PausedBatch, PendingCall, RunState, plain_state
 from ._stack import bad_result, concurrent_call_next
-from ._state import check_resumable, pending_batch
 from ._stream_edits import end_stream, send_out
 from ._tool_step import ToolsAgent, ToolStep
 from .errors import (

@@ -13,10 +13,10 @@ from typing import Any, ClassVar, Generic, Literal
 
 from typing_extensions import TypeVar
 
+from ._durable.state import PausedBatch, Pending, PendingCall, RunState, plain_state
+from ._durable.trust import signature, state_key
 from ._messages import Message, Usage
 from ._output import OutputSchema, output_schema
-from ._run_state import PausedBatch, Pending, PendingCall, RunState, plain_state
-from ._state import signature, state_key
 from .errors import RunStateError
 from .types import AgentLike, JournalLike
 

@@ -18,9 +18,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from ._durable.replay import replay
+from ._durable.state import RunState
 from ._messages import Message
-from ._replay import replay
-from ._run_state import RunState
 from .errors import OnionError
 from .stores import RedisStore, RunRecord, SQLiteStore, Store
 

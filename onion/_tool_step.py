@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ._boundary import BOUNDARY
 from ._calls import ToolBatch, ToolCall
 from ._copies import MUTABLE, own_copy
+from ._durable.state import PausedBatch, PendingCall, plain_state
 from ._events import ToolResultEvent
 from ._messages import Message, ToolRequest
 from ._results import ModelResponse, ToolResult
 from ._run import Run
-from ._run_state import PausedBatch, PendingCall, plain_state
 from ._stack import bad_result, concurrent_call_next
 from ._text import valid_text
 from ._tools import Tool, render

@@ -26,6 +26,8 @@ __all__ = [
     "ResponseFormatError",
     "UnsupportedContent",
     "BatchDecided",
+    "DecisionRefused",
+    "ForeignRun",
     "RunBusy",
     "RunNotFound",
     "StoreUnavailable",
@@ -277,6 +279,31 @@ class BatchDecided(RunStateError, RunBusy):
 
     def __init__(self, message: str, *, run_id: str, status: str | None = None) -> None:
         RunBusy.__init__(self, message, run_id=run_id, status=status)
+
+
+class DecisionRefused(RunStateError):
+    """Decisions that do not fit the paused run they are for; nothing was decided or ran.
+
+    `why` names the check that refused them: `"not_paused"` (the run runs, failed or completed),
+    `"not_pending"` (a call id the run does not wait on, or one decided already), `"undecided"` (a
+    pending call left without a decision), `"conflict"` (one call approved, rejected or edited twice, or a
+    paused model call or run edited), `"invalid_edit"` (edited arguments the tool refuses), `"malformed"`
+    (decisions that are not a set of call ids, reasons and arguments).
+    """
+
+    def __init__(self, message: str, *, run_id: str, why: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.why = why
+
+
+class ForeignRun(RunStateError):
+    """A run of another agent, or of another tenant than the principal asking: refused, as if it did not
+    exist (over HTTP, 404). The message names nothing of the other tenant's run."""
+
+    def __init__(self, message: str, *, run_id: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
 
 
 class OutputValidationError(OnionError):

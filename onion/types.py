@@ -60,7 +60,7 @@ class AgentLike(Protocol):
 
 
 class JournalLike(Protocol):
-    """What the loop tells a journaled run's journal (`onion._journal.Journal` is one)."""
+    """What the loop tells a journaled run's journal (`onion._durable.journal.Journal` is one)."""
 
     async def begin_now(self, run: Any) -> None: ...
 

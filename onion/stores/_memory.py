@@ -24,7 +24,7 @@ class MemoryStore(StateLoader, SessionOpener, MemoryRateStore, MemoryCache):
     each with its own loop.
     """
 
-    _inline_writes = True  # its writes may begin outside their own task (onion._journal)
+    _inline_writes = True  # its writes may begin outside their own task (onion._durable.journal)
 
     def __init__(self, *, clock: Callable[[], float] = time.time, max_entries: int = 1024) -> None:
         MemoryRateStore.__init__(self, clock)

@@ -16,7 +16,7 @@ from ._session import SessionStore as SessionStore
 from ._session import SessionTurn as SessionTurn
 
 if TYPE_CHECKING:
-    from .._run_state import RunState
+    from .._durable.state import RunState
 
 RunStatus = Literal["running", "paused", "completed", "failed"]
 

@@ -56,7 +56,7 @@ class SQLiteStore(StateLoader, SessionOpener):
     how writes are grouped and what a power loss can lose.
     """
 
-    _inline_writes = True  # its writes may begin outside their own task (onion._journal)
+    _inline_writes = True  # its writes may begin outside their own task (onion._durable.journal)
 
     def __init__(self, path: str | Path, *, busy_timeout: float = 10.0, clock: Callable[[], float] = time.time) -> None:
         self.path = str(path)

@@ -15,8 +15,8 @@ from temporalio import workflow
 from temporalio.client import WorkflowHandle
 
 from .._agent import Agent
+from .._durable.state import PendingCall
 from .._run import OutputT, RunResult
-from .._run_state import PendingCall
 
 PENDING = "onion.pending"
 DECIDE = "onion.decide"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from onion import Agent, ToolCall, tool
-from onion._journal import Journal
+from onion._durable.journal import Journal
 from onion.errors import LeaseLost, OnionError, RunBusy, RunNotFound
 from onion.stores import MemoryStore, RedisStore, SQLiteStore
 from onion.testing import FunctionModel, ScriptedModel, call

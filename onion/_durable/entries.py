@@ -1,4 +1,4 @@
-"""The journal's entries, as JSON text (`onion._journal` writes them, `onion._replay` reads them back).
+"""The journal's entries, as JSON text (`onion._durable.journal` writes them, `onion._durable.replay` reads them back).
 
 Entries are JSON objects, one per store row, by kind `k`:
 
@@ -21,12 +21,12 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._content import part_dict
-from ._results import ToolResult
-from .errors import OnionError
+from .._content import part_dict
+from .._results import ToolResult
+from ..errors import OnionError
 
 if TYPE_CHECKING:
-    from ._run import Run
+    from .._run import Run
 
 
 def _compact_encoder() -> Callable[[Any, int], Sequence[str]]:

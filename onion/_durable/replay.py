@@ -1,6 +1,6 @@
 """Reading a journal back: the run rebuilt from its entries, and the batch its dead worker left unfinished.
 
-The entries are those `onion._journal` writes (`onion._entries` lists them).
+The entries are those `onion._durable.journal` writes (`onion._durable.entries` lists them).
 """
 
 from __future__ import annotations
@@ -9,17 +9,17 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._content import part_from
-from ._messages import Message, ToolRequest, Usage
-from ._results import ToolResult
-from ._run_state import PauseKind, Pending
-from .errors import OnionError
+from .._content import part_from
+from .._messages import Message, ToolRequest, Usage
+from .._results import ToolResult
+from ..errors import OnionError
+from .state import PauseKind, Pending
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ._journal import Journal
-    from ._tools import Tool
+    from .._tools import Tool
+    from .journal import Journal
 
 INTERRUPTED = (
     "Tool {name} was interrupted: the worker running it stopped before its result was recorded, "

@@ -14,22 +14,22 @@ import json
 import uuid
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ._committed import committed
-from ._journal import Journal
-from ._replay import Replay, pending_batch, replay
-from ._results import ToolResult
-from ._run import Run, RunResult
-from ._run_state import RunState
-from ._state import already_decided, check_trusted, rejection_text, state_key, take_decisions
-from .errors import OnionError, RunBusy, RunNotFound, RunStateError, StoreUnavailable
+from .._committed import committed
+from .._results import ToolResult
+from .._run import Run, RunResult
+from ..errors import OnionError, RunBusy, RunNotFound, RunStateError, StoreUnavailable
+from .journal import Journal
+from .replay import Replay, pending_batch, replay
+from .state import RunState
+from .trust import already_decided, check_trusted, rejection_text, state_key, take_decisions
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ._events import Event
-    from ._loop import Loop
-    from ._tools import Tool
-    from .stores import Session, Store
+    from .._events import Event
+    from .._loop import Loop
+    from .._tools import Tool
+    from ..stores import Session, Store
 
 __all__ = ["OnSession", "committed", "journaled", "journaled_id", "recover", "rejection_text", "resume_paused"]
 

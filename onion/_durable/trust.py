@@ -8,14 +8,14 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from ._messages import Message, ToolRequest
-from ._run_state import Pending, RunState
-from .errors import BatchDecided, RunStateError, ToolArgumentsError
+from .._messages import Message, ToolRequest
+from ..errors import BatchDecided, RunStateError, ToolArgumentsError
+from .state import Pending, RunState
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ._tools import Tool
+    from .._tools import Tool
 
 
 def state_key(given: bytes | str | None) -> bytes | None:
@@ -28,6 +28,9 @@ def signature(state: RunState, key: bytes) -> str:
     """HMAC-SHA256 of everything in `state` but its decisions (and the signature itself), as hex."""
     data = state.to_dict()
     del data["signature"]
+    for added in ("principal", "decisions"):  # as states signed before principals were
+        if not data[added]:
+            del data[added]
     for call in data["pending"]:
         del call["decision"], call["edited_args"], call["rejection"]
         if call["kind"] == "tool":  # as states signed before paused model calls and runs were

@@ -5,19 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._durable import OnSession, committed, journaled, journaled_id, resume_paused
-from ._loop import first_messages
-from ._messages import Message
-from ._run import Run, RunResult
-from ._run_state import RunState
-from ._state import check_trusted, state_key
-from .errors import RunStateError
-from .stores._refusals import session_lost
+from .._loop import first_messages
+from .._messages import Message
+from .._run import Run, RunResult
+from ..errors import RunStateError
+from ..stores._refusals import session_lost
+from .runs import OnSession, committed, journaled, journaled_id, resume_paused
+from .state import RunState
+from .trust import check_trusted, state_key
 
 if TYPE_CHECKING:
-    from ._loop import Loop
-    from .stores import Session, Store
-    from .types import AgentLike
+    from .._loop import Loop
+    from ..stores import Session, Store
+    from ..types import AgentLike
 
 
 def session_of(agent: AgentLike, session: str | Session) -> Session:

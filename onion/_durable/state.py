@@ -2,7 +2,7 @@
 
 `RunResult.to_state()` takes one; `to_json()` / `RunState.from_json(text)` carry
 it to any process; `approve`, `reject` and `edit` decide its pending calls;
-`agent.resume(state)` goes on from it (what a resume checks: `onion._state`).
+`agent.resume(state)` goes on from it (what a resume checks: `onion._durable.trust`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._messages import Message, ToolRequest, Usage
-from .errors import RunStateError
+from .._messages import Message, ToolRequest, Usage
+from .._principal import DecisionRecord, Principal
+from ..errors import RunStateError
 
 VERSION = 1
 """The version `to_json` writes and `from_json` reads."""
@@ -78,11 +79,13 @@ class RunState:
         "agent",
         "answered",
         "batch",
+        "decisions",
         "injected",
         "input",
         "messages",
         "output",
         "pending",
+        "principal",
         "private",
         "run_id",
         "session",
@@ -114,6 +117,8 @@ class RunState:
         session: str | None = None,
         session_from: int = 0,
         signature: str | None = None,
+        principal: Principal | None = None,
+        decisions: list[DecisionRecord] | None = None,
     ) -> None:
         self.run_id = run_id
         self.agent = agent
@@ -132,6 +137,10 @@ class RunState:
         self.session = session
         self.session_from = session_from
         self.signature = signature
+        self.principal = principal
+        """Who the run is for (`agent.run(..., principal=)`), else None; signed with the rest."""
+        self.decisions = decisions if decisions is not None else []
+        """Every decision on the run's paused calls so far, on record (who, when, what)."""
 
     @property
     def paused(self) -> bool:
@@ -196,6 +205,8 @@ class RunState:
             "session": self.session,
             "session_from": self.session_from,
             "signature": self.signature,
+            "principal": None if self.principal is None else self.principal.to_dict(),
+            "decisions": [record.to_dict() for record in self.decisions],
         }
 
     def to_json(self) -> str:
@@ -256,6 +267,8 @@ class RunState:
                 session=_optional(data, "session", str),
                 session_from=_optional(data, "session_from", int) or 0,
                 signature=_optional(data, "signature", str),
+                principal=None if data.get("principal") is None else Principal.from_dict(data["principal"]),
+                decisions=[DecisionRecord.from_dict(item) for item in data.get("decisions") or ()],
             )
         except (ValueError, TypeError) as error:
             raise RunStateError(f"the run state is damaged: {error}; pass what RunState.to_json() wrote") from None

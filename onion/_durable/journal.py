@@ -1,6 +1,6 @@
-"""The journal: a run's steps recorded in its store as they happen (`onion._replay` reads them back).
+"""The journal: a run's steps recorded in its store as they happen (`onion._durable.replay` reads them back).
 
-Entries (`onion._entries`) are JSON objects, one per store row. A model entry
+Entries (`onion._durable.entries`) are JSON objects, one per store row. A model entry
 is held back and written with the next write (a tool starting, a result, the
 run's end), so a step costs one round trip.
 """
@@ -16,18 +16,18 @@ import weakref
 from collections.abc import Awaitable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from ._committed import going_on, inline_writes
-from ._entries import dumps, encode, json_string, result_entry
-from ._messages import Message
-from ._results import ModelResponse, ToolResult
-from .errors import LeaseLost, RunBusy, RunNotFound
+from .._committed import going_on, inline_writes
+from .._messages import Message
+from .._results import ModelResponse, ToolResult
+from ..errors import LeaseLost, RunBusy, RunNotFound
+from .entries import dumps, encode, json_string, result_entry
 
 logger = logging.getLogger("onion.journal")
 
 if TYPE_CHECKING:
-    from ._calls import ToolCall
-    from ._run import Run
-    from .stores import RunStatus, RunStore, SessionTurn
+    from .._calls import ToolCall
+    from .._run import Run
+    from ..stores import RunStatus, RunStore, SessionTurn
 
 
 class Journal:
