@@ -30,6 +30,7 @@ from ._layers import Layer
 from ._messages import Message, Role, ToolRequest, Usage
 from ._model import Model, resolve_model
 from ._output import OutputSchema, output_schema
+from ._principal import DecisionRecord, Principal
 from ._results import ModelResponse, ToolResult
 from ._run import Call, Run, RunResult
 from ._stack import Stack
@@ -49,6 +50,7 @@ from .errors import (
 __all__ = [
     "Agent",
     "Call",
+    "DecisionRecord",
     "Document",
     "Event",
     "Handler",
@@ -70,6 +72,7 @@ __all__ = [
     "Part",
     "PartialOutput",
     "PendingCall",
+    "Principal",
     "Role",
     "Run",
     "RunFinished",

@@ -28,6 +28,7 @@ from ._tools import Tool, as_tool
 if TYPE_CHECKING:
     from typing import Self
 
+    from ._principal import Principal
     from .stores import Session, Store
 
     Input = str | Message | Sequence[Message]
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     On = str | Session | None
     Paused = RunState | str
     Where = Session | None
+    Who = Principal | None
 
 T = TypeVar("T")
 
@@ -151,133 +153,163 @@ class Agent(Generic[OutputT]):
 
     @overload
     async def run(
-        self, input: Input, *, state: JSON = None, session: On = None, output_type: None = None
+        self, input: Input, *, state: JSON = None, session: On = None, principal: Who = None, output_type: None = None
     ) -> RunResult[OutputT]: ...
     @overload
     async def run(
-        self, input: Input, *, state: JSON = None, session: On = None, output_type: type[T]
+        self, input: Input, *, state: JSON = None, session: On = None, principal: Who = None, output_type: type[T]
     ) -> RunResult[T]: ...
     @overload
     async def run(
-        self, input: Input, *, state: JSON = None, session: On = None, output_type: object
+        self, input: Input, *, state: JSON = None, session: On = None, principal: Who = None, output_type: object
     ) -> RunResult[Any]: ...
     async def run(
-        self, input: Input, *, state: JSON = None, session: On = None, output_type: Any = None
+        self, input: Input, *, state: JSON = None, session: On = None, principal: Who = None, output_type: Any = None
     ) -> RunResult[Any]:
         """Run the agent on `input` (a question, a message, or a history to continue).
 
         With `session` (an id in `agent.store`, or a `Session`) the run starts
         from the session's messages and, when it completes, appends its own;
         runs on one session wait for each other. `output_type` replaces the
-        agent's for this run.
+        agent's for this run. `principal` is who the run is for (`run.principal`, journaled with it; a run for a
+        tenant is that tenant's: docs/security.md).
         """
         loop = self._compiled()
         output_type = self.output_type if output_type is None else output_type
         if session is not None:
-            result = await run_in_session(loop, input, state, output_type, session_of(self, session), None)
+            conversation = session_of(self, session)
+            result = await run_in_session(loop, input, state, output_type, conversation, None, principal)
         else:
-            run = Run(self, input, first_messages(self, input), state, output_type)
+            run = Run(self, input, first_messages(self, input), state, output_type, principal)
             if self.store is None:
                 result = loop.finish(run, await loop.start(run))
             else:
                 result = await journaled(loop, run, self.store)
         return await decided_in_place(self, result) if result.paused else result
 
-    async def recover(self, run_id: str, *, output_type: Any = None) -> RunResult[Any]:
+    async def recover(self, run_id: str, *, output_type: Any = None, principal: Who = None) -> RunResult[Any]:
         """Go on with the journaled run `run_id` from `agent.store` (its worker died, or it failed).
 
         Nothing recorded is asked or run again; a call that started with no result recorded is answered as
-        interrupted (an idempotent tool's runs again). `RunBusy`: another worker holds it, or it ended.
+        interrupted (an idempotent tool's runs again). `RunBusy`: another worker holds it, or it ended;
+        `ForeignRun`: it is another agent's, or another tenant's than `principal`'s.
         """
-        return await self._recover(run_id, output_type, None)
+        return await self._recover(run_id, output_type, None, principal)
 
-    async def _recover(self, run_id: str, output_type: Any, emit: Callable[[Event], None] | None) -> RunResult[Any]:
+    async def _recover(
+        self, run_id: str, output_type: Any, emit: Callable[[Event], None] | None, by: Principal | None
+    ) -> RunResult[Any]:
         if self.store is None:
             raise ValueError(
                 f"{self.name}: resuming run {run_id!r} needs the store it was journaled in: Agent(store=...)"
             )
         output_type = self.output_type if output_type is None else output_type
-        return await recover(self._compiled(), self.store, run_id, output_type, emit)
+        return await recover(self._compiled(), self.store, run_id, output_type, emit, by)
 
     @overload
     def run_sync(
-        self, input: Input, *, state: JSON = None, session: On = None, output_type: None = None
+        self, input: Input, *, state: JSON = None, session: On = None, principal: Who = None, output_type: None = None
     ) -> RunResult[OutputT]: ...
     @overload
     def run_sync(
-        self, input: Input, *, state: JSON = None, session: On = None, output_type: type[T]
+        self, input: Input, *, state: JSON = None, session: On = None, principal: Who = None, output_type: type[T]
     ) -> RunResult[T]: ...
     @overload
     def run_sync(
-        self, input: Input, *, state: JSON = None, session: On = None, output_type: object
+        self, input: Input, *, state: JSON = None, session: On = None, principal: Who = None, output_type: object
     ) -> RunResult[Any]: ...
     def run_sync(
-        self, input: Input, *, state: JSON = None, session: On = None, output_type: Any = None
+        self, input: Input, *, state: JSON = None, session: On = None, principal: Who = None, output_type: Any = None
     ) -> RunResult[Any]:
         """`run` for code without an event loop."""
-        run = self.run(input, state=state, session=session, output_type=output_type)
+        run = self.run(input, state=state, session=session, principal=principal, output_type=output_type)
         return _sync(run, "run_sync", "agent.run(...)")
 
     @overload
-    async def resume(self, state: Paused, *, output_type: None = None, session: Where = None) -> RunResult[OutputT]: ...
+    async def resume(
+        self, state: Paused, *, output_type: None = None, session: Where = None, principal: Who = None
+    ) -> RunResult[OutputT]: ...
     @overload
-    async def resume(self, state: Paused, *, output_type: type[T], session: Where = None) -> RunResult[T]: ...
+    async def resume(
+        self, state: Paused, *, output_type: type[T], session: Where = None, principal: Who = None
+    ) -> RunResult[T]: ...
     @overload
-    async def resume(self, state: Paused, *, output_type: object, session: Where = None) -> RunResult[Any]: ...
-    async def resume(self, state: Paused, *, output_type: Any = None, session: Where = None) -> RunResult[Any]:
+    async def resume(
+        self, state: Paused, *, output_type: object, session: Where = None, principal: Who = None
+    ) -> RunResult[Any]: ...
+    async def resume(
+        self, state: Paused, *, output_type: Any = None, session: Where = None, principal: Who = None
+    ) -> RunResult[Any]:
         """Go on with a paused run whose pending calls are all decided (`state.approve(...)`, ...); a run id (a
         `str`) recovers that run from `agent.store`.
 
         Approved and edited calls go through the tools and tool stacks with `ctx.approved` true, rejected ones
         are answered with the reason, then the loop goes on (the answer validated as `output_type`, or the
-        agent's). The state is untrusted: see docs/durable.md, "What a resume trusts".
+        agent's). The state is untrusted: see docs/durable.md, "What a resume trusts". The decisions are on
+        record as `principal`'s (`RunResult.decisions`); a principal of another tenant than the run's is
+        refused (`ForeignRun`).
         """
-        return await self._resume(state, output_type, session, None)
+        return await self._resume(state, output_type, session, None, principal)
 
     async def _resume(
-        self, state: Paused, output_type: Any, session: Where, emit: Callable[[Event], None] | None
+        self,
+        state: Paused,
+        output_type: Any,
+        session: Where,
+        emit: Callable[[Event], None] | None,
+        by: Principal | None,
     ) -> RunResult[Any]:
         if isinstance(state, str):
             if state.lstrip().startswith("{"):
                 raise TypeError("resume() takes a RunState or a run id: load JSON text with RunState.from_json(text)")
-            return await self._recover(state, output_type, emit)
+            return await self._recover(state, output_type, emit, by)
         loop = self._compiled()
         if not isinstance(state, RunState):
             raise TypeError(f"resume() takes a RunState (RunState.from_json(text)), not {type(state).__name__}")
         output_type = self.output_type if output_type is None else output_type
-        return await resume_run(loop, state, output_type, session, emit)
+        return await resume_run(loop, state, output_type, session, emit, by)
 
     @overload
-    def resume_sync(self, state: Paused, *, output_type: None = None, session: Where = None) -> RunResult[OutputT]: ...
+    def resume_sync(
+        self, state: Paused, *, output_type: None = None, session: Where = None, principal: Who = None
+    ) -> RunResult[OutputT]: ...
     @overload
-    def resume_sync(self, state: Paused, *, output_type: type[T], session: Where = None) -> RunResult[T]: ...
+    def resume_sync(
+        self, state: Paused, *, output_type: type[T], session: Where = None, principal: Who = None
+    ) -> RunResult[T]: ...
     @overload
-    def resume_sync(self, state: Paused, *, output_type: object, session: Where = None) -> RunResult[Any]: ...
-    def resume_sync(self, state: Paused, *, output_type: Any = None, session: Where = None) -> RunResult[Any]:
+    def resume_sync(
+        self, state: Paused, *, output_type: object, session: Where = None, principal: Who = None
+    ) -> RunResult[Any]: ...
+    def resume_sync(
+        self, state: Paused, *, output_type: Any = None, session: Where = None, principal: Who = None
+    ) -> RunResult[Any]:
         """`resume` for code without an event loop."""
-        resumed = self.resume(state, output_type=output_type, session=session)
+        resumed = self.resume(state, output_type=output_type, session=session, principal=principal)
         return _sync(resumed, "resume_sync", "agent.resume(state)")
 
     def stream(
-        self, input: Input, *, state: JSON = None, session: On = None, output_type: Any = None
+        self, input: Input, *, state: JSON = None, session: On = None, principal: Who = None, output_type: Any = None
     ) -> AsyncIterator[Event]:
         """Run the agent (as `run`), yielding its events as they happen, `RunFinished` or `RunPaused` last."""
 
         async def produce(emit: Callable[[Event], None]) -> RunResult[Any]:
             loop, output = self._compiled(), self.output_type if output_type is None else output_type
             if session is not None:
-                return await run_in_session(loop, input, state, output, session_of(self, session), emit)
-            run = Run(self, input, first_messages(self, input), state, output)
+                return await run_in_session(loop, input, state, output, session_of(self, session), emit, principal)
+            run = Run(self, input, first_messages(self, input), state, output, principal)
             run.emit = emit
             return await (loop.run_chain(run) if self.store is None else journaled(loop, run, self.store))
 
         return streamed(produce, self.output_type if output_type is None else output_type)
 
-    def resume_stream(self, state: Paused, *, output_type: Any = None, session: Where = None) -> AsyncIterator[Event]:
+    def resume_stream(
+        self, state: Paused, *, output_type: Any = None, session: Where = None, principal: Who = None
+    ) -> AsyncIterator[Event]:
         """Resume (as `resume`: a decided `RunState`, or a run id to recover), yielding its events as they
         happen, `RunFinished` or `RunPaused` last. Leaving early cancels the run."""
         output = self.output_type if output_type is None else output_type
-        return streamed(lambda emit: self._resume(state, output_type, session, emit), output)
+        return streamed(lambda emit: self._resume(state, output_type, session, emit, principal), output)
 
     def _compiled(self) -> Loop:
         """The chains, built again when the stack changed, tracing was turned on or off, or a profiler started."""

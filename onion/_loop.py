@@ -21,7 +21,7 @@ from ._calls import ModelCall, ToolCall
 from ._chains import compose
 from ._copies import own_copy, own_message
 from ._durable.state import PausedBatch, PendingCall, RunState, plain_state
-from ._durable.trust import check_resumable, pending_batch
+from ._durable.trust import check_resumable, pending_batch, recorded
 from ._events import ModelCallFinished, StreamReset, TextDelta, ToolCallStarted
 from ._history import check_history
 from ._messages import Message
@@ -38,6 +38,7 @@ from .errors import (
 from .types import AgentLike
 
 if TYPE_CHECKING:
+    from ._principal import Principal
     from ._stack import Stack
     from ._tool_sources import OfferedTools, ToolSource
     from ._tools import Tool
@@ -139,11 +140,13 @@ class Loop(ToolStep):
         by_name: dict[str, Tool] = self.offered.by_name
         return by_name
 
-    async def resumed(self, state: RunState, output_type: Any) -> Run:
-        """A `Run` going on from the paused `state` (decided), after checking that this agent can."""
+    async def resumed(self, state: RunState, output_type: Any, by: Principal | None = None) -> Run:
+        """A `Run` going on from the paused `state` (decided), after checking that this agent can; its decisions
+        on record as `by`'s (`run.decisions` ends with them)."""
         agent = self.agent
         check_resumable(state, agent.name, await self.known_tools(None))
-        run = Run(agent, state.input, list(state.messages), plain_state(state.state), output_type)
+        run = Run(agent, state.input, list(state.messages), plain_state(state.state), output_type, state.principal)
+        run.decisions = [*state.decisions, *recorded(state, by)]
         run.id = state.run_id
         run.session, run.session_from = state.session, state.session_from
         run.steps = state.steps

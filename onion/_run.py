@@ -17,6 +17,7 @@ from ._durable.state import PausedBatch, Pending, PendingCall, RunState, plain_s
 from ._durable.trust import signature, state_key
 from ._messages import Message, Usage
 from ._output import OutputSchema, output_schema
+from ._principal import DecisionRecord, Principal
 from .errors import RunStateError
 from .types import AgentLike, JournalLike
 
@@ -60,10 +61,12 @@ class Run(Call):
         "_output",
         "_paused",
         "_pending",
+        "_principal",
         "_private",
         "_state",
         "agent",
         "approved",
+        "decisions",
         "emit",
         "input",
         "journal",
@@ -83,8 +86,10 @@ class Run(Call):
         messages: list[Message],
         state: dict[str, Any] | None = None,
         output_type: Any = str,
+        principal: Principal | None = None,
     ) -> None:
         self.agent = agent
+        self._principal = principal
         self.input = input
         self.messages = messages
         self._state = state
@@ -109,6 +114,8 @@ class Run(Call):
         """The batch the loop goes on with first (a resumed or recovered run), set before the run starts."""
         self.approved = False
         """True when a person approved this run, paused by a run layer (`pause`): that layer lets it through."""
+        self.decisions: list[DecisionRecord] = []
+        """Every decision on this run's paused calls so far, on record (who, when, what)."""
 
     @property
     def run(self) -> Run:
@@ -131,6 +138,12 @@ class Run(Call):
     @id.setter
     def id(self, id: str) -> None:
         self._id = id
+
+    @property
+    def principal(self) -> Principal | None:
+        """Who the run is for (`agent.run(..., principal=)`), else None; read-only, kept when it pauses or is
+        recovered, and a sub-agent's run has its parent's."""
+        return self._principal
 
     @property
     def state(self) -> dict[str, Any]:
@@ -242,6 +255,16 @@ class RunResult(Generic[OutputT]):
         return self.status == "paused"
 
     @property
+    def decisions(self) -> list[DecisionRecord]:
+        """Every decision on the run's paused calls, on record: who (`by`), when (`at`), what."""
+        return list(self._run.decisions) if self._run is not None else []
+
+    @property
+    def principal(self) -> Principal | None:
+        """Who the run was for (`agent.run(..., principal=)`), else None."""
+        return self._run._principal if self._run is not None else None
+
+    @property
     def pending(self) -> list[PendingCall]:
         """The calls waiting for a decision (empty unless paused): tool calls, or one paused model call or run."""
         paused = self._run._paused if self._run is not None else None
@@ -287,6 +310,8 @@ def capture(result: RunResult[Any]) -> RunState:
         batch=paused.batch if paused is not None else None,
         session=run.session if run is not None else None,
         session_from=run.session_from if run is not None else 0,
+        principal=run._principal if run is not None else None,
+        decisions=list(run.decisions) if run is not None else [],
     )
     key = state_key(run.agent.state_key) if run is not None else None
     if key is not None:

@@ -42,7 +42,7 @@ class SubAgent:
         parent = call.run
         child = self._through(cast("Agent[Any]", parent.agent))  # a run of an agent tool runs on an Agent
         try:
-            result = await child.run(task)
+            result = await child.run(task, principal=parent.principal)
         except OnionError as error:
             usage = getattr(error, "usage", None)
             if usage is not None:

@@ -2,17 +2,20 @@
 
 Entries are JSON objects, one per store row, by kind `k`:
 
-- `start`: the first messages, `run.state`, the agent's name, the session (if any);
+- `start`: the first messages, `run.state`, the agent's name, the session (if any), the run's
+  principal, `run.private` and the decisions on record so far (each when there is one);
 - `model`: one model response, with the messages appended to the history
   since the previous entry (or the whole history, `reset`, when a layer
-  replaced it), the usage and `run.state` after it;
+  replaced it), the usage and `run.state` after it (and `run.private`, once a layer used it);
 - `tool`: a tool call about to run (written before the tool runs; its
   arguments are those of the response's request, in the history);
 - `result`: what a tool call answered (after its whole tool stack);
 - `decided`: a paused call a person approved (`args`: their edit, or null),
   so a crash later runs it as they decided, without asking again; for a
   paused model call or run, `kind` (`"model"`, `"run"`) and `rejected` (the
-  reason, or null when approved).
+  reason, or null when approved);
+- `decision`: a `DecisionRecord` (who decided a paused call, when, and what), written with the batch
+  it decided, before any of its calls runs.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ logger = logging.getLogger("onion.journal")
 
 if TYPE_CHECKING:
     from .._calls import ToolCall
+    from .._principal import DecisionRecord
     from .._run import Run
     from ..stores import RunStatus, RunStore, SessionTurn
 
@@ -93,6 +94,12 @@ class Journal:
             "session": session,
             "session_from": session_from,
         }
+        if run.principal is not None:
+            entry["principal"] = run.principal.to_dict()
+        if run._private:
+            entry["private"] = run._private
+        if run.decisions:
+            entry["decisions"] = [record.to_dict() for record in run.decisions]
         self.mark(run.messages)
         await self.store.start_run(
             self.run_id,
@@ -129,6 +136,8 @@ class Journal:
             "usage": response.usage.to_dict(),
             "state": run.state,
         }
+        if run._private is not None:
+            entry["private"] = run._private
         if reset:
             entry["reset"] = True
         self._held.append(encode(entry, run))
@@ -149,6 +158,10 @@ class Journal:
     def hold_decision(self, call_id: str, edited_args: dict[str, Any] | None) -> None:
         """Record, with the next write, that a person approved `call_id` (with `edited_args`, if they edited it)."""
         self._held.append(dumps({"k": "decided", "id": call_id, "args": edited_args}))
+
+    def hold_record(self, record: DecisionRecord) -> None:
+        """Record, with the next write, who decided a paused call, when, and what (`DecisionRecord`)."""
+        self._held.append(dumps({"k": "decision", "record": record.to_dict()}))
 
     async def decided_pause(self, call_id: str, kind: str, rejected: str | None) -> None:
         """Record that a person decided the paused model call or run `call_id`: now when approved (a crash in

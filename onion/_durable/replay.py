@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._content import part_from
 from .._messages import Message, ToolRequest, Usage
+from .._principal import DecisionRecord, Principal
 from .._results import ToolResult
 from ..errors import OnionError
 from .state import PauseKind, Pending
@@ -38,6 +39,12 @@ class Replay:
     usage: Usage = field(default_factory=Usage)
     session: str | None = None
     session_from: int = 0
+    principal: Principal | None = None
+    """Who the run is for (its start entry's), else None."""
+    private: dict[str, Any] = field(default_factory=dict)
+    """Layers' own data (`run.private`) as of the latest entry that carried it."""
+    decisions: list[DecisionRecord] = field(default_factory=list)
+    """Every decision on record, in the order made."""
     unanswered: list[ToolRequest] = field(default_factory=list)
     """The last response's tool calls, when their results are not all in the history."""
     results: dict[str, ToolResult] = field(default_factory=dict)
@@ -97,6 +104,9 @@ def replay(run_id: str, entries: list[str]) -> Replay:
             usage=Usage(**first.get("usage", {})),
             session=first.get("session"),
             session_from=first.get("session_from", 0),
+            principal=None if first.get("principal") is None else Principal.from_dict(first["principal"]),
+            private=first.get("private") or {},
+            decisions=[DecisionRecord.from_dict(item) for item in first.get("decisions") or ()],
         )
         last = run.messages[-1] if run.messages else None
         if last is not None and last.role == "assistant":
@@ -124,6 +134,8 @@ def _apply(run: Replay, entry: dict[str, Any]) -> None:
         run.steps += 1
         run.usage.add(Usage(**entry["usage"]))
         run.state = entry["state"]
+        if "private" in entry:
+            run.private = entry["private"]
         run.unanswered = list(response.tool_calls)
         run.results, run.started, run.decided, run.decided_pause = {}, set(), {}, None
     elif kind == "decided":
@@ -131,6 +143,8 @@ def _apply(run: Replay, entry: dict[str, Any]) -> None:
             run.decided_pause = (entry["kind"], entry["rejected"])
         else:
             run.decided[entry["id"]] = entry["args"]
+    elif kind == "decision":
+        run.decisions.append(DecisionRecord.from_dict(entry["record"]))
     elif kind == "tool":
         run.started.add(entry["id"])
     elif kind == "result":

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .._committed import committed
 from .._results import ToolResult
 from .._run import Run, RunResult
-from ..errors import OnionError, RunBusy, RunNotFound, RunStateError, StoreUnavailable
+from ..errors import ForeignRun, OnionError, RunBusy, RunNotFound, RunStateError, StoreUnavailable
+from .decide import check_owner, check_tenant
 from .journal import Journal
 from .replay import Replay, pending_batch, replay
 from .state import RunState
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
     from .._events import Event
     from .._loop import Loop
+    from .._principal import Principal
     from .._tools import Tool
     from ..stores import Session, Store
 
@@ -94,13 +96,16 @@ async def resume_paused(
     store: Store,
     session: Session | None,
     emit: Callable[[Event], None] | None = None,
+    by: Principal | None = None,
 ) -> RunResult[Any]:
-    """Go on with the paused run `given` decides, as the one worker holding it in `store`.
+    """Go on with the paused run `given` decides, as the one worker holding it in `store`; the decisions on
+    record as `by`'s.
 
     `RunBusy` while another worker resumes it; `RunStateError` when its batch
     was decided already (the run is left as it was), or when the store never
     saw the run and `given` is not signed with the agent's key
-    (`check_trusted`). The decisions are journaled with the batch
+    (`check_trusted`); `ForeignRun` when the run is another agent's, or of
+    another tenant than `by`. The decisions are journaled with the batch
     (`docs/durable.md`, "Paused runs in a store").
     """
     agent = loop.agent
@@ -117,7 +122,8 @@ async def resume_paused(
                 "(Agent(state_key=...) or ONION_STATE_KEY)"
             ) from None
         check_trusted(given, key, agent.name)
-        run = await loop.resumed(given, output_type)
+        check_tenant(given.run_id, given.principal, by)
+        run = await loop.resumed(given, output_type, by)
         run.emit, run.journal = emit, journal
         await journal.begin(run, session=given.session, session_from=given.session_from)
         for message in given.answered:
@@ -130,8 +136,9 @@ async def resume_paused(
         raise already_decided(given.run_id, busy.status) from None
     try:
         saved = RunState.from_json(record.state or "")
+        check_owner(saved, agent.name, by)
         take_decisions(saved, given)
-        run = await loop.resumed(saved, output_type)
+        run = await loop.resumed(saved, output_type, by)
         run.emit = emit
         if record.session is not None:
             start = json.loads((await store.journal(run.id))[0])
@@ -160,6 +167,8 @@ async def _resumed(
     loop: Loop, run: Run, journal: Journal, store: Store, state: RunState, session: Session | None
 ) -> RunResult[Any]:
     """Run the resumed `run` (decided `state`), on its session if it has one."""
+    for record in run.decisions[len(state.decisions) :]:
+        journal.hold_record(record)
     for call in state.pending:
         if call.kind != "tool":  # a paused model call or run
             rejected = (call.rejection or "not approved") if call.decision == "rejected" else None
@@ -200,15 +209,29 @@ async def _let_go(journal: Journal) -> None:
 
 
 async def recover(
-    loop: Loop, store: Store, run_id: str, output_type: Any, emit: Callable[[Event], None] | None = None
+    loop: Loop,
+    store: Store,
+    run_id: str,
+    output_type: Any,
+    emit: Callable[[Event], None] | None = None,
+    by: Principal | None = None,
 ) -> RunResult[Any]:
     """Claim `run_id`, rebuild it from its journal, finish it (its final answer validated as `output_type`).
 
     Raises `RunBusy` when another worker holds it (or it has ended),
-    `RunNotFound` when the store never saw it.
+    `RunNotFound` when the store never saw it, `ForeignRun` when it is another
+    agent's, or of another tenant than `by`.
     """
     agent = loop.agent
     record = await store.run_record(run_id)
+    if record is not None and record.agent != agent.name:
+        raise ForeignRun(
+            f"run {run_id} belongs to agent {record.agent!r}, not {agent.name!r}: a run is resumed, decided and "
+            "recovered only by the agent that started it",
+            run_id=run_id,
+        )
+    if record is not None and by is not None:
+        check_tenant(run_id, replay(run_id, (await store.journal(run_id))[:1]).principal, by)
     if record is not None and record.status == "paused":
         raise RunStateError(
             f"run {run_id!r} is paused, waiting for decisions on {record.pending} call(s): "
@@ -226,8 +249,9 @@ async def recover(
         await asyncio.shield(_let_go(journal))
         raise
     try:
-        run = Run(agent, replayed.messages, replayed.messages, replayed.state, output_type)
+        run = Run(agent, replayed.messages, replayed.messages, replayed.state, output_type, replayed.principal)
         run.id, run.steps, run.usage = run_id, replayed.steps, replayed.usage
+        run.private, run.decisions = replayed.private, replayed.decisions
         run.session, run.emit = replayed.session, emit
         journal.mark(run.messages)
         if replayed.unanswered or replayed.completed or replayed.decided_pause:

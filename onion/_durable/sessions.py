@@ -10,12 +10,14 @@ from .._messages import Message
 from .._run import Run, RunResult
 from ..errors import RunStateError
 from ..stores._refusals import session_lost
+from .decide import check_tenant
 from .runs import OnSession, committed, journaled, journaled_id, resume_paused
 from .state import RunState
 from .trust import check_trusted, state_key
 
 if TYPE_CHECKING:
     from .._loop import Loop
+    from .._principal import Principal
     from ..stores import Session, Store
     from ..types import AgentLike
 
@@ -46,6 +48,7 @@ async def run_in_session(
     output_type: Any,
     conversation: Session,
     emit: Callable[[Any], None] | None,
+    principal: Principal | None = None,
 ) -> RunResult[Any]:
     """A run that starts from `conversation`'s messages and appends its own once it completes.
 
@@ -62,7 +65,7 @@ async def run_in_session(
         history = await conversation.messages()
         first = first_messages(agent, input)
         start = 1 if first and first[0].role == "system" else 0
-        run = Run(agent, input, [*first[:start], *history, *first[start:]], state, output_type)
+        run = Run(agent, input, [*first[:start], *history, *first[start:]], state, output_type, principal)
         run.emit = emit
         run.session, run.session_from = conversation.session_id, start + len(history)
         if store is not None:
@@ -72,7 +75,12 @@ async def run_in_session(
 
 
 async def resume_run(
-    loop: Loop, state: RunState, output_type: Any, session: Session | None, emit: Callable[[Any], None] | None
+    loop: Loop,
+    state: RunState,
+    output_type: Any,
+    session: Session | None,
+    emit: Callable[[Any], None] | None,
+    by: Principal | None = None,
 ) -> RunResult[Any]:
     """Go on with the paused run `state` decides: the one path of every resume.
 
@@ -83,9 +91,10 @@ async def resume_run(
     agent = loop.agent
     store: Store | None = agent.store
     if store is not None:
-        return await resume_paused(loop, state, output_type, store, session, emit)
+        return await resume_paused(loop, state, output_type, store, session, emit, by)
     check_trusted(state, state_key(agent.state_key), agent.name)
-    run = await loop.resumed(state, output_type)
+    check_tenant(state.run_id, state.principal, by)
+    run = await loop.resumed(state, output_type, by)
     run.emit = emit
     if state.session is None:
         return await loop.run_chain(run)

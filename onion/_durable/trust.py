@@ -9,6 +9,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from .._messages import Message, ToolRequest
+from .._principal import DecisionRecord, Principal, now_utc
 from ..errors import BatchDecided, RunStateError, ToolArgumentsError
 from .state import Pending, RunState
 
@@ -117,6 +118,23 @@ def pending_batch(state: RunState) -> Pending:
             args = call.edited_args if call.decision == "edited" else call.args
             requests.append(ToolRequest(call.id, call.name, dict(args or {})))
     return Pending(settled, requests, approved=True)
+
+
+def recorded(state: RunState, by: Principal | None) -> list[DecisionRecord]:
+    """The decisions of `state`'s pending calls, on record as `by`'s, now."""
+    at = now_utc()
+    return [
+        DecisionRecord(
+            call.id,
+            call.decision,
+            by,
+            at,
+            args=call.edited_args if call.decision == "edited" else None,
+            reason=call.rejection if call.decision == "rejected" else None,
+        )
+        for call in state.pending
+        if call.decision is not None
+    ]
 
 
 def check_lone_pause(state: RunState) -> None:
