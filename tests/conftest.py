@@ -78,6 +78,12 @@ def redis_binary() -> str | None:
 
 
 @pytest.fixture(scope="session")
+def redis_installed() -> str | None:
+    """`redis_binary()` once per session: the docs' programs that start a `RedisServer` need it on PATH."""
+    return redis_binary()
+
+
+@pytest.fixture(scope="session")
 def redis_bin() -> str:
     """The `redis-server` binary; the tests needing it are skipped (saying why) when it cannot be installed."""
     binary = redis_binary()

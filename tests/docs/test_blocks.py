@@ -129,8 +129,9 @@ FRAGMENTS = [block for block in BLOCKS if block.fragment]
 
 
 @pytest.fixture(scope="module")
-def ran(forker: Forker) -> dict[str, subprocess.CompletedProcess[str]]:
-    """Every program of the docs, run concurrently (each in its own process)."""
+def ran(forker: Forker, redis_installed: str | None) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Every program of the docs, run concurrently (each in its own process), Redis installed first (a fresh
+    machine has none until a fixture installs it, and docs/scaling.md starts one)."""
     with ThreadPoolExecutor(max_workers=8) as pool:
         runs = pool.map(functools.partial(_run, forker), PROGRAMS)
         return dict(zip([b.where for b in PROGRAMS], runs, strict=True))
