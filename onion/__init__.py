@@ -12,6 +12,7 @@ from . import errors
 from ._agent import Agent
 from ._calls import ModelCall, ToolBatch, ToolCall
 from ._content import Document, Image, Part
+from ._durable.decisions import Decisions
 from ._durable.state import PendingCall, RunState
 from ._events import (
     Event,
@@ -51,6 +52,7 @@ __all__ = [
     "Agent",
     "Call",
     "DecisionRecord",
+    "Decisions",
     "Document",
     "Event",
     "Handler",

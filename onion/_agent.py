@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 from . import _chains
 from ._boundary import decided_in_place
 from ._calls import Model
-from ._durable.runs import journaled, recover
-from ._durable.sessions import resume_run, run_in_session, session_of
+from ._durable import Decisions, decide, journaled, recover, resume_run, run_in_session, session_of
 from ._durable.state import RunState
 from ._events import Event
 from ._loop import Loop, first_messages
@@ -135,6 +134,15 @@ class Agent(Generic[OutputT]):
         """This agent with `middleware` as its stack, every other setting kept (a copy that never closes the model)."""
         derived = copy.copy(self)
         derived.stack = Stack(*middleware, name=self.name)
+        derived._chains = None
+        derived._owns_model = False
+        return derived
+
+    def _kept_in(self, store: Store) -> Self:
+        """This agent with `store` as its store, every other setting kept (a copy that never closes the model):
+        what `python -m onion runs` and `serve` build beside the agent they are given, never changing it."""
+        derived = copy.copy(self)
+        derived.store = store
         derived._chains = None
         derived._owns_model = False
         return derived
@@ -268,6 +276,17 @@ class Agent(Generic[OutputT]):
             raise TypeError(f"resume() takes a RunState (RunState.from_json(text)), not {type(state).__name__}")
         output_type = self.output_type if output_type is None else output_type
         return await resume_run(loop, state, output_type, session, emit, by)
+
+    async def decide(self, run_id: str, decisions: Decisions, *, principal: Who = None) -> RunState:
+        """The paused run `run_id` of `agent.store`, its pending calls decided as `decisions` says;
+        `await agent.resume(state, principal=...)` goes on with it.
+
+        The one way onion decides (the server, `python -m onion runs` and Temporal call it). Raises
+        `RunNotFound`, `ForeignRun` (another agent's run, or another tenant's than `principal`'s) and
+        `DecisionRefused` (its `why` names the check: not paused, a call not pending or decided twice, one left
+        undecided, an edit the tool refuses).
+        """
+        return await decide(self._compiled(), run_id, decisions, principal=principal)
 
     @overload
     def resume_sync(

@@ -8,12 +8,15 @@ batch, one runs it and the other is told nothing ran.
 
 from __future__ import annotations
 
+import getpass
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from ._runs_cli import Refused, age, label, printable, scrubbed, status_of
-from .errors import RunBusy, RunNotFound, RunStateError
+from ._durable.decisions import Decisions
+from ._principal import Principal
+from ._runs_cli import Refused, age, label, printable, scrubbed
+from .errors import DecisionRefused, ForeignRun, RunBusy, RunNotFound, RunStateError
 from .stores import RunRecord, Store
 
 if TYPE_CHECKING:
@@ -21,50 +24,40 @@ if TYPE_CHECKING:
     from ._run import RunResult
 
 
-async def decide(
-    agent: Agent[Any],
-    run_id: str,
-    *,
-    approve: Sequence[str] = (),
-    reject: Sequence[str] = (),
-    reason: str = "not approved",
-    edit: tuple[str, dict[str, Any]] | None = None,
-    approve_rest: bool = False,
-) -> str:
-    """Decide the paused run's calls and resume it, as `POST /runs/{run_id}/decisions` does: `store.load`, the
-    decisions, `agent.resume(state)`, which claims the run (of two deciders, one runs it, the other gets an error).
+async def decide(agent: Agent[Any], run_id: str, decisions: Decisions, *, by: str | None = None) -> str:
+    """Decide the paused run's calls and resume it, as `POST /runs/{run_id}/decisions` does (`agent.decide`, then
+    `agent.resume(state)`, which claims the run: of two deciders, one runs it, the other gets an error).
 
-    `approve` empty and nothing else given: approve every pending call. `approve_rest`: approve the calls not named.
+    The decisions are on record as `by`'s (the operator's login name by default), acting within the run's own
+    tenant: whoever holds the store is not kept out of a tenant's runs by onion.
     """
     store = agent_store(agent)
     try:
-        state = await store.load(run_id)
+        state = await agent.decide(run_id, decisions)
     except RunNotFound:
         raise Refused(f"no run {run_id!r} in {label(store)}: `python -m onion runs` lists them") from None
-    except RunStateError:  # running or failed
-        record = await store.run_record(run_id)
-        held = record is not None and status_of(record, time.time()) == "running"
-        why = "someone resumed it, or its worker holds it" if held else f"it failed: runs resume {run_id}"
-        raise Refused(f"run {run_id} is not paused: nothing waits for a decision ({why})") from None
-    if not state.paused:
-        raise Refused(f"run {run_id} is {state.status}: nothing waits for a decision")
-    if state.agent != agent.name:
-        raise Refused(f"run {run_id} was run by agent {state.agent!r}, not {agent.name!r}: pass its --agent")
-    for call_id in approve:
-        state.approve(call_id)
-    for call_id in reject:
-        state.reject(call_id, reason=reason)
-    if edit is not None:
-        state.edit(*edit)
-    if approve_rest or not (approve or reject or edit):
-        state.approve_all()
-    undecided = [call.id for call in state.pending if call.decision is None]
-    if undecided:
-        raise Refused(
-            f"run {run_id}: calls {', '.join(undecided)} have no decision: name them too, or add --approve-rest "
-            "(a batch resumes once, with every call decided)"
-        )
-    return await resumed(agent, run_id, agent.resume(state))
+    except ForeignRun as error:
+        raise Refused(f"{error}: pass its --agent") from None
+    except DecisionRefused as error:
+        raise Refused(f"{error}{HINTS.get(error.why, '')}") from None
+    owner = state.principal
+    principal = Principal(by or operator(), tenant=None if owner is None else owner.tenant)
+    return await resumed(agent, run_id, agent.resume(state, principal=principal))
+
+
+HINTS = {
+    "not_paused": " (someone resumed it, or its worker holds it; a failed run: runs resume RUN)",
+    "undecided": " (name them too, or add --approve-rest)",
+}
+"""What the operator can do about a refusal (`DecisionRefused.why`), after the core's own words."""
+
+
+def operator() -> str:
+    """The operator's login name: who a decision from the command line is on record as, unless `--as NAME`."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name (a container's uid without a passwd entry)
+        return "operator"
 
 
 async def recover(agent: Agent[Any], run_id: str) -> str:
@@ -130,7 +123,7 @@ async def purge(store: Store, older_than: float, *, every_status: bool = False, 
 
 
 def agent_store(agent: Agent[Any]) -> Store:
-    assert agent.store is not None  # run() puts the store the command names on the agent
+    assert agent.store is not None  # carry_out keeps the agent in the store the command names
     return agent.store
 
 

@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from ._durable.decisions import Decisions
 from ._durable.replay import replay
 from ._durable.state import RunState
 from ._messages import Message
@@ -121,7 +122,7 @@ def _line(index: int, message: Message) -> str:
 
 
 def _args(args: dict[str, Any]) -> str:
-    from middleware.patterns import scrub_value
+    from onion.scrub import scrub_value
 
     return json.dumps(scrub_value(args), ensure_ascii=False, sort_keys=True)[1:-1]
 
@@ -129,7 +130,7 @@ def _args(args: dict[str, Any]) -> str:
 def scrubbed(text: str) -> str:
     """`text` with its secrets hidden; JSON within it as data (a value under a secret's name is hidden whole),
     wherever it starts (`config: {"password": ...}` too)."""
-    from middleware.patterns import scrub, scrub_value
+    from onion.scrub import scrub, scrub_value
 
     decoder, parts, at = json.JSONDecoder(), [], 0
     for start, char in enumerate(text):
@@ -216,6 +217,18 @@ def add_parser(commands: Any) -> None:
         store_options(parser, argparse.SUPPRESS)
         if name in DECIDING:
             parser.add_argument("--agent", required=True, help="the agent that runs it: module:attribute")
+        if name in DECIDING[:3]:
+            parser.add_argument("--as", dest="by", metavar="NAME", help="who decides, on record (default: your login)")
+
+
+def decisions_of(arguments: argparse.Namespace) -> Decisions:
+    """What `runs approve` / `reject` / `edit` decide: `approve` naming no call approves every one."""
+    action, rest = arguments.action, getattr(arguments, "approve_rest", False)
+    if action == "approve":
+        return Decisions(arguments.calls, approve_rest=rest or not arguments.calls)
+    if action == "reject":
+        return Decisions(reject=dict.fromkeys(arguments.calls, arguments.reason), approve_rest=rest)
+    return Decisions(edit={arguments.call: arguments.args}, approve_rest=rest)
 
 
 def duration(text: str) -> float:
@@ -275,21 +288,13 @@ async def carry_out(arguments: argparse.Namespace, store: Store) -> str:
             agent = load_agent(arguments.agent, command="--agent")
         except SystemExit as error:
             raise Refused(str(error)) from None
-        agent.store = store
         try:
             from ._runs_actions import decide, recover
 
+            kept = agent._kept_in(store)  # beside the agent: the module's agent is not changed
             if action == "resume":
-                return await recover(agent, run_id)
-            return await decide(
-                agent,
-                run_id,
-                approve=arguments.calls if action == "approve" else (),
-                reject=arguments.calls if action == "reject" else (),
-                reason=getattr(arguments, "reason", None) or "not approved",
-                edit=(arguments.call, arguments.args) if action == "edit" else None,
-                approve_rest=getattr(arguments, "approve_rest", False),
-            )
+                return await recover(kept, run_id)
+            return await decide(kept, run_id, decisions_of(arguments), by=arguments.by)
         finally:
             await agent.aclose()
     if action == "show":

@@ -286,9 +286,9 @@ class DecisionRefused(RunStateError):
 
     `why` names the check that refused them: `"not_paused"` (the run runs, failed or completed),
     `"not_pending"` (a call id the run does not wait on, or one decided already), `"undecided"` (a
-    pending call left without a decision), `"conflict"` (one call approved, rejected or edited twice, or a
-    paused model call or run edited), `"invalid_edit"` (edited arguments the tool refuses), `"malformed"`
-    (decisions that are not a set of call ids, reasons and arguments).
+    pending call left without a decision), `"conflict"` (one call approved, rejected or edited twice),
+    `"not_editable"` (an edit of a paused model call or run, which has no arguments), `"invalid_edit"`
+    (edited arguments the tool refuses), `"malformed"` (not a set of call ids, reasons and arguments).
     """
 
     def __init__(self, message: str, *, run_id: str, why: str) -> None:

@@ -2,7 +2,7 @@
 
 - `state`: `RunState` and `PendingCall`, a paused (or finished) run as data;
 - `trust`: what resuming a `RunState` checks (its signature, its fit with the agent, its batch);
-- `decide`: `Decisions` and `decide`, the one way a paused run's calls are decided (the server, the CLI and
+- `decisions`: `Decisions` and `decide`, the one way a paused run's calls are decided (the server, the CLI and
   Temporal call it);
 - `entries`, `journal`, `replay`: a run's steps written to its store as they happen, and read back;
 - `runs`: journaled runs, and runs going on from a store (`resume_paused`, `recover`);
@@ -21,15 +21,15 @@ from ..stores import _load
 from .load import load_state
 
 if TYPE_CHECKING:
-    from .decide import Decisions, decide
+    from .decisions import Decisions, decide
     from .runs import journaled, recover
     from .sessions import resume_run, run_in_session, session_of
 
 _load.use(load_state)
 
 _DOOR = {
-    "Decisions": "decide",
-    "decide": "decide",
+    "Decisions": "decisions",
+    "decide": "decisions",
     "journaled": "runs",
     "recover": "runs",
     "resume_run": "sessions",

@@ -18,7 +18,7 @@ from .._committed import committed
 from .._results import ToolResult
 from .._run import Run, RunResult
 from ..errors import ForeignRun, OnionError, RunBusy, RunNotFound, RunStateError, StoreUnavailable
-from .decide import check_owner, check_tenant
+from .decisions import check_owner, check_tenant
 from .journal import Journal
 from .replay import Replay, pending_batch, replay
 from .state import RunState

@@ -10,7 +10,7 @@ from .._messages import Message
 from .._run import Run, RunResult
 from ..errors import RunStateError
 from ..stores._refusals import session_lost
-from .decide import check_tenant
+from .decisions import check_tenant
 from .runs import OnSession, committed, journaled, journaled_id, resume_paused
 from .state import RunState
 from .trust import check_trusted, state_key

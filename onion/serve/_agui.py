@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from onion import (
     Agent,
+    Decisions,
     Event,
     Message,
     ModelCallFinished,
@@ -34,7 +35,7 @@ from onion import (
     ToolResultEvent,
 )
 
-from ._bodies import Decisions, Problem, jsonable
+from ._bodies import Problem, jsonable
 from ._runs import decided, error_json, resumed
 
 
@@ -139,17 +140,19 @@ def decisions(entries: list[core.ResumeEntry]) -> tuple[str, Decisions]:
     runs = {entry.interrupt_id.partition("/")[0] for entry in entries}
     if len(runs) != 1 or not all("/" in entry.interrupt_id for entry in entries):
         raise Problem(422, "field 'resume': give the interrupts of one run, each id '<run_id>/<call_id>' as sent")
-    decided = Decisions([], {}, {})
+    approve: list[str] = []
+    reject: dict[str, str] = {}
+    edit: dict[str, dict[str, Any]] = {}
     for entry in entries:
         call_id = entry.interrupt_id.partition("/")[2]
         payload = entry.payload if isinstance(entry.payload, dict) else {}
         if entry.status == "cancelled":
-            decided.reject[call_id] = str(payload.get("reason") or "cancelled by the user")
+            reject[call_id] = str(payload.get("reason") or "cancelled by the user")
         elif isinstance(payload.get("args"), dict):
-            decided.edit[call_id] = payload["args"]
+            edit[call_id] = payload["args"]
         else:
-            decided.approve.append(call_id)
-    return runs.pop(), decided
+            approve.append(call_id)
+    return runs.pop(), Decisions(approve, reject, edit)
 
 
 def messages(given: list[Any]) -> list[Message]:

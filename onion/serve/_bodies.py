@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onion import (
+    Decisions,
     Event,
     ModelCallFinished,
     PendingCall,
@@ -21,6 +22,7 @@ from onion import (
     ToolCallStarted,
     ToolResultEvent,
 )
+from onion.errors import DecisionRefused
 
 MAX_BODY = 1 << 20
 
@@ -41,15 +43,6 @@ class RunRequest:
     input: str
     session: str | None
     state: dict[str, Any] | None
-
-
-@dataclass(slots=True)
-class Decisions:
-    """A `POST /runs/{run_id}/decisions` body."""
-
-    approve: list[str]
-    reject: dict[str, str]
-    edit: dict[str, dict[str, Any]]
 
 
 def parse_json(body: bytes) -> dict[str, Any]:
@@ -81,22 +74,11 @@ def run_request(data: dict[str, Any]) -> RunRequest:
 
 
 def decisions(data: dict[str, Any]) -> Decisions:
-    """A decisions body checked; a body that decides nothing is a 422."""
-    unknown = sorted(set(data) - {"approve", "reject", "edit"})
-    if unknown:
-        raise Problem(422, f"unknown field {unknown[0]!r}: decisions take 'approve', 'reject' and 'edit'")
-    approve = data.get("approve", [])
-    if not isinstance(approve, list) or not all(isinstance(i, str) for i in approve):
-        raise Problem(422, "field 'approve' must be a list of call ids")
-    reject = data.get("reject", {})
-    if not isinstance(reject, dict) or not all(isinstance(r, str) for r in reject.values()):
-        raise Problem(422, "field 'reject' must be an object of call id to reason (a string)")
-    edit = data.get("edit", {})
-    if not isinstance(edit, dict) or not all(isinstance(a, dict) for a in edit.values()):
-        raise Problem(422, "field 'edit' must be an object of call id to arguments (an object)")
-    if not (approve or reject or edit):
-        raise Problem(422, "the body decides nothing: give 'approve', 'reject' or 'edit' for the pending calls")
-    return Decisions(approve, reject, edit)
+    """A decisions body checked (`Decisions.from_json`); one that does not fit, or decides nothing, is a 422."""
+    try:
+        return Decisions.from_json(data)
+    except DecisionRefused as error:
+        raise Problem(422, str(error)) from None
 
 
 def pending_json(call: PendingCall) -> dict[str, Any]:

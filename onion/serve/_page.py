@@ -66,7 +66,7 @@ KINDS = {"tool": "tool call", "model": "model call", "run": "run"}
 
 
 def paused_form(run: dict[str, Any], csrf: str) -> str:
-    from middleware.patterns import scrub, scrub_value
+    from onion.scrub import scrub, scrub_value
 
     run_id = escape(run["run_id"])
     calls = []

@@ -11,12 +11,12 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from middleware.patterns import scrub
-from onion import Agent, Event, RunFinished, RunResult, RunState, RunStateError
-from onion.errors import RunBusy, RunNotFound
+from onion import Agent, Decisions, Event, OnionError, RunFinished, RunResult, RunState, RunStateError
+from onion.errors import DecisionRefused, ForeignRun, RunBusy, RunNotFound
+from onion.scrub import scrub
 from onion.stores import RunRecord, Store
 
-from ._bodies import Decisions, Problem, RunRequest, event_json, event_name, pending_json
+from ._bodies import Problem, RunRequest, event_json, event_name, pending_json
 from ._channel import Channel, Channels, current
 
 
@@ -100,31 +100,34 @@ async def shown(store: Store, run_id: str) -> dict[str, Any]:
     return shown
 
 
+REFUSED = {"not_paused": 409, "not_pending": 409, "not_editable": 409, "undecided": 422, "conflict": 422}
+"""The status of each `DecisionRefused.why`: 409 when the run is not (or no longer) waiting for that, else 422."""
+
+
+def problem_of(error: OnionError) -> Problem | None:
+    """The answer to an onion error of the decide path (`agent.decide`, `agent.resume`), else None: the table
+    from the core's refusals to HTTP statuses."""
+    if isinstance(error, RunNotFound | ForeignRun):
+        return Problem(404, f"{error}: GET /runs lists the runs" if isinstance(error, RunNotFound) else str(error))
+    if isinstance(error, DecisionRefused):
+        return Problem(REFUSED.get(error.why, 422), str(error))
+    if isinstance(error, RunBusy):  # BatchDecided too: another request decided this batch first
+        return Problem(409, str(error))
+    if isinstance(error, RunStateError):
+        return Problem(422, str(error))
+    return None
+
+
 async def decided(agent: Agent[Any], run_id: str, decisions: Decisions) -> RunState:
-    """The paused run's state with `decisions` applied; 404 for an unknown run, 409 when it is not waiting, 422
-    when a pending call is left undecided."""
-    store = store_of(agent)
+    """The paused run's state with `decisions` applied (`agent.decide`), its refusals as `Problem`s."""
+    store_of(agent)
     try:
-        state = await store.load(run_id)
-    except RunNotFound:
-        raise Problem(404, f"no run {run_id!r} in the store: GET /runs lists the runs") from None
-    except RunStateError:
-        raise Problem(409, f"run {run_id} is not paused: it runs or has failed, nothing waits for a decision") from None
-    if not state.paused:
-        raise Problem(409, f"run {run_id} is {state.status}: nothing waits for a decision")
-    try:
-        for call_id in decisions.approve:
-            state.approve(call_id)
-        for call_id, reason in decisions.reject.items():
-            state.reject(call_id, reason=reason)
-        for call_id, args in decisions.edit.items():
-            state.edit(call_id, args)
-    except RunStateError as error:
-        raise Problem(409, str(error)) from None
-    undecided = [call.id for call in state.pending if call.decision is None]
-    if undecided:
-        raise Problem(422, f"calls {', '.join(undecided)} have no decision: approve, reject or edit every pending call")
-    return state
+        return await agent.decide(run_id, decisions)
+    except OnionError as error:
+        answer = problem_of(error)
+        if answer is None:
+            raise
+        raise answer from None
 
 
 async def decide(agent: Agent[Any], run_id: str, decisions: Decisions) -> RunResult[Any]:
@@ -132,27 +135,21 @@ async def decide(agent: Agent[Any], run_id: str, decisions: Decisions) -> RunRes
     state = await decided(agent, run_id, decisions)
     try:
         return await agent.resume(state)
-    except RunBusy as error:  # BatchDecided too: another request decided this batch first
-        raise Problem(409, str(error)) from None
-    except RunStateError as error:
-        raise Problem(422, str(error)) from None
+    except (RunBusy, RunStateError) as error:
+        raise problem_of(error) or error from None
 
 
 async def resumed(agent: Agent[Any], state: RunState) -> AsyncIterator[Event]:
-    """`agent.resume_stream(state)`'s events; a claim refused before the first event is `Problem` 409 (another
-    request decided this batch or resumes the run) or 422, as `decide` answers it."""
+    """`agent.resume_stream(state)`'s events; a claim refused before the first event is a `Problem` (409:
+    another request decided this batch or resumes the run; or as `decide` answers it)."""
     first = True
     try:
         async for event in agent.resume_stream(state):
             first = False
             yield event
-    except RunBusy as error:
+    except (RunBusy, RunStateError) as error:
         if first:
-            raise Problem(409, str(error)) from None
-        raise
-    except RunStateError as error:
-        if first:
-            raise Problem(422, str(error)) from None
+            raise problem_of(error) or error from None
         raise
 
 

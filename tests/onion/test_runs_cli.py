@@ -15,7 +15,7 @@ import pytest
 from forker import Forked, Forker
 
 from middleware import approve
-from onion import Agent, ToolCall, tool
+from onion import Agent, Decisions, ToolCall, tool
 from onion._runs_actions import decide, purge, recover
 from onion._runs_cli import Refused, duration, list_runs, show_run
 from onion.stores import RedisStore, SQLiteStore
@@ -263,7 +263,7 @@ async def test_of_two_decisions_racing_past_the_load_the_claim_lets_one_run(tmp_
         agents = [runs_agent.build(), runs_agent.build()]
         for agent in agents:
             agent.store = store
-        outcomes = await asyncio.gather(*(decide(agent, run_id) for agent in agents), return_exceptions=True)
+        outcomes = await asyncio.gather(*(decide(agent, run_id, Decisions(approve_rest=True)) for agent in agents), return_exceptions=True)
     lost = [o for o in outcomes if isinstance(o, Refused)]
     assert f"run {run_id} completed: done: deleted a.txt" in outcomes and len(lost) == 1, outcomes
     assert str(lost[0]).endswith("(nothing ran here)") and "\n" not in str(lost[0])
@@ -327,7 +327,7 @@ async def test_a_batch_with_a_call_left_undecided_runs_nothing_and_names_the_cal
         agent = runs_agent.build()
         agent.store = store
         with pytest.raises(Refused, match=r"calls del-b\.txt have no decision: .* --approve-rest"):
-            await decide(agent, run_id, approve=["del-a.txt"])
+            await decide(agent, run_id, Decisions(["del-a.txt"]))
         assert (await store.run_record(run_id)).status == "paused"  # type: ignore[union-attr]
     assert effects_of(effects) == []
 
@@ -358,8 +358,8 @@ async def test_deciding_with_another_agent_than_the_runs_is_refused(tmp_path: Pa
     async with SQLiteStore(tmp_path / "onion.db") as store:
         run_id = await paused_run(store)
         other = Agent(ScriptedModel(["x"]), name="other", store=store)
-        with pytest.raises(Refused, match=r"was run by agent 'tidy', not 'other': pass its --agent"):
-            await decide(other, run_id)
+        with pytest.raises(Refused, match=r"belongs to agent 'tidy', not 'other': .* pass its --agent"):
+            await decide(other, run_id, Decisions(approve_rest=True))
     assert effects_of(effects) == []
 
 
@@ -394,7 +394,7 @@ async def test_a_decided_runs_answer_is_printed_escaped_and_scrubbed(tmp_path: P
         model = ScriptedModel([[call("send", to="bob", api_key=KEY)], f"key \x1b]52;c;aGk=\x07{KEY}"])
         agent = Agent(model, tools=[send], name="tidy", store=store).use(approve("send"))
         run_id = (await agent.run("send")).run_id
-        printed = await decide(agent, run_id)
+        printed = await decide(agent, run_id, Decisions(approve_rest=True))
     assert printed.isprintable() and KEY not in printed and "\\x1b]52;c;aGk=\\x07[REDACTED]" in printed
 
 

@@ -60,7 +60,9 @@ class Decisions:
         if not isinstance(rest, bool):
             raise refused("field 'approve_rest' must be true or false")
         if not (approve or reject or edit or rest):
-            raise refused("the decisions decide nothing: give 'approve', 'reject' or 'edit' for the pending calls")
+            raise refused(
+                "a set of decisions that decides nothing: give 'approve', 'reject' or 'edit' for the pending calls"
+            )
         return cls(tuple(approve), dict(reject), {k: dict(v) for k, v in edit.items()}, rest)
 
     def to_json(self) -> dict[str, Any]:
@@ -104,9 +106,11 @@ def apply(
         call = pending.get(call_id)
         if call is None or call.decision is not None:
             waiting = ", ".join(f"{c.id} ({c.name})" for c in state.pending if c.decision is None) or "none"
-            what = "was decided already" if call is not None else "is not pending"
+            what = (
+                f": call {call_id!r} was decided already" if call is not None else f" has no pending call {call_id!r}"
+            )
             raise DecisionRefused(
-                f"run {run_id}: call {call_id!r} {what}; the calls waiting for a decision: {waiting}",
+                f"run {run_id}{what}; the calls waiting for a decision: {waiting}",
                 run_id=run_id,
                 why="not_pending",
             )
@@ -139,7 +143,7 @@ def _check_edit(
         raise DecisionRefused(
             f"run {run_id}: {call_id} is a paused {kind}, which has no arguments to edit; approve or reject it",
             run_id=run_id,
-            why="conflict",
+            why="not_editable",
         )
     if not isinstance(args, Mapping):
         raise DecisionRefused(
