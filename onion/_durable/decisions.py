@@ -78,15 +78,15 @@ class Decisions:
         return [*self.approve, *self.reject, *self.edit]
 
 
-def apply(
+def check(
     state: RunState, decisions: Decisions, *, tools: Mapping[str, Tool] | None = None, partial: bool = False
-) -> RunState:
-    """Decide `state`'s pending calls as `decisions` says (in place; returns `state`).
+) -> list[str]:
+    """Raise `DecisionRefused` unless `decisions` fit `state`'s paused batch; the calls `approve_rest` approves.
 
     Checks, each a `DecisionRefused` naming the call: the run is paused; every call named is pending and not
     decided already; no call is named twice; only a tool call is edited, with arguments its tool accepts
     (when `tools` are given); and, unless `partial` (decisions that arrive one update at a time), every
-    pending call is decided. Nothing is changed when a check fails.
+    pending call is decided. Changes nothing.
     """
     run_id = state.run_id
     if not state.paused:
@@ -126,6 +126,14 @@ def apply(
                 run_id=run_id,
                 why="undecided",
             )
+    return rest
+
+
+def apply(
+    state: RunState, decisions: Decisions, *, tools: Mapping[str, Tool] | None = None, partial: bool = False
+) -> RunState:
+    """Decide `state`'s pending calls as `decisions` says (in place; returns `state`), once `check` passed."""
+    rest = check(state, decisions, tools=tools, partial=partial)
     for call_id in [*decisions.approve, *rest]:
         state.approve(call_id)
     for call_id, reason in decisions.reject.items():

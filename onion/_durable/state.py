@@ -41,6 +41,12 @@ class PendingCall:
     rejection: str | None = None
     kind: PauseKind = "tool"
 
+    def to_dict(self) -> dict[str, Any]:
+        """The call as JSON for a person or a client (`GET /runs`, `onion.temporal.pending`): `kind` "tool" (a tool
+        call), "model" (a paused model call, `name` the model's) or "run" (a paused run, `name` the agent's); only a
+        tool call has arguments to edit. Its decision is not part of it."""
+        return {"id": self.id, "kind": self.kind, "name": self.name, "args": self.args, "reason": self.reason}
+
 
 @dataclass(slots=True)
 class Pending:

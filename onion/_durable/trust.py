@@ -121,7 +121,10 @@ def pending_batch(state: RunState) -> Pending:
 
 
 def recorded(state: RunState, by: Principal | None) -> list[DecisionRecord]:
-    """The decisions of `state`'s pending calls, on record as `by`'s, now."""
+    """The decisions of `state`'s pending calls not on record yet, on record as `by`'s, now."""
+    known = {record.call_id for record in state.decisions}
+    if all(call.decision is None or call.id in known for call in state.pending):
+        return []  # on record already (Temporal records each update's own decider)
     at = now_utc()
     return [
         DecisionRecord(
@@ -133,7 +136,7 @@ def recorded(state: RunState, by: Principal | None) -> list[DecisionRecord]:
             reason=call.rejection if call.decision == "rejected" else None,
         )
         for call in state.pending
-        if call.decision is not None
+        if call.decision is not None and call.id not in known
     ]
 
 

@@ -15,7 +15,6 @@ from onion import (
     Decisions,
     Event,
     ModelCallFinished,
-    PendingCall,
     RunFinished,
     RunResult,
     TextDelta,
@@ -81,12 +80,6 @@ def decisions(data: dict[str, Any]) -> Decisions:
         raise Problem(422, str(error)) from None
 
 
-def pending_json(call: PendingCall) -> dict[str, Any]:
-    """A pending call as JSON: `kind` "tool" (a tool call), "model" (a paused model call, `name` the model's) or
-    "run" (a paused run, `name` the agent's); only a tool call has arguments to edit."""
-    return {"id": call.id, "kind": call.kind, "name": call.name, "args": call.args, "reason": call.reason}
-
-
 def result_json(result: RunResult[Any]) -> dict[str, Any]:
     """The answer of `POST /runs`: run id, status, output, pending calls and usage."""
     usage = result.usage
@@ -94,7 +87,7 @@ def result_json(result: RunResult[Any]) -> dict[str, Any]:
         "run_id": result.run_id,
         "status": result.status,
         "output": jsonable(result.output),
-        "pending": [pending_json(call) for call in result.pending],
+        "pending": [call.to_dict() for call in result.pending],
         "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens, "requests": usage.requests},
     }
 

@@ -16,7 +16,7 @@ from onion.errors import DecisionRefused, ForeignRun, RunBusy, RunNotFound
 from onion.scrub import scrub
 from onion.stores import RunRecord, Store
 
-from ._bodies import Problem, RunRequest, event_json, event_name, pending_json
+from ._bodies import Problem, RunRequest, event_json, event_name
 from ._channel import Channel, Channels, current
 
 
@@ -70,7 +70,7 @@ async def listed(store: Store, status: str | None, limit: int) -> list[dict[str,
 def summary(record: RunRecord) -> dict[str, Any]:
     pending = []
     if record.status == "paused" and record.state:
-        pending = [pending_json(call) for call in RunState.from_json(record.state).pending]
+        pending = [call.to_dict() for call in RunState.from_json(record.state).pending]
     return {
         "run_id": record.run_id,
         "status": record.status,
@@ -92,7 +92,7 @@ async def shown(store: Store, run_id: str) -> dict[str, Any]:
     if record.status in ("paused", "completed"):
         state = await store.load(run_id)
         shown["messages"] = [m.to_dict() for m in [*state.messages, *state.answered]]
-        shown["pending"] = [pending_json(call) for call in state.pending]
+        shown["pending"] = [call.to_dict() for call in state.pending]
         shown["output"] = state.output if record.status == "completed" else None
         shown["usage"] = {
             k: v for k, v in state.usage.to_dict().items() if k in ("input_tokens", "output_tokens", "requests")

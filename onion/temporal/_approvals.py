@@ -9,53 +9,73 @@ refused naming the call id, and nothing runs twice.
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from temporalio import workflow
 from temporalio.client import WorkflowHandle
 
 from .._agent import Agent
-from .._durable.state import PendingCall
+from .._durable.decisions import Decisions, apply, check
+from .._durable.state import PendingCall, RunState
+from .._principal import DecisionRecord, Principal
 from .._run import OutputT, RunResult
+from .._tools import Tool
+from ..errors import DecisionRefused
 
 PENDING = "onion.pending"
 DECIDE = "onion.decide"
 
 
-class Decisions:
-    """The pending calls of the paused batch and the decisions received for them so far."""
+class Waiting:
+    """The paused run a workflow waits on, decided one `decide` update at a time through onion's one decide path
+    (`onion._durable.decisions`): an update that does not fit is refused by its validator with the same
+    `DecisionRefused` text `agent.decide` raises, and changes nothing."""
 
     def __init__(self) -> None:
-        self.calls: list[PendingCall] = []
-        self.decided: dict[str, dict[str, Any]] = {}
+        self.state: RunState | None = None
+        self.tools: dict[str, Tool] = {}
+        """The agent's tools by name: an edit is checked against its tool's schema when the update arrives."""
 
     def pending(self) -> list[dict[str, Any]]:
-        waiting = [call for call in self.calls if call.id not in self.decided]
-        return [{"id": c.id, "name": c.name, "args": c.args, "reason": c.reason} for c in waiting]
+        state = self.state
+        return [] if state is None else [call.to_dict() for call in state.pending if call.decision is None]
 
     def check(self, decision: dict[str, Any]) -> None:
-        ids = [*decision.get("approve", []), *decision.get("reject", {}), *decision.get("edit", {})]
-        if not ids:
-            raise ValueError("decide: the decision decides no call (give approve, reject or edit)")
-        waiting = {call.id for call in self.calls}
-        for call_id in ids:
-            if call_id in self.decided:
-                raise ValueError(f"decide: call {call_id!r} was already decided")
-            if call_id not in waiting:
-                raise ValueError(f"decide: call {call_id!r} is not pending")
-        if len(set(ids)) < len(ids):
-            raise ValueError(f"decide: a call is decided more than once in {ids}")
+        state = self.state
+        given = Decisions.from_json(_decisions_of(decision), "" if state is None else state.run_id)
+        if state is None:
+            named = ", ".join(given.ids())
+            raise DecisionRefused(
+                f"no pending call {named}: the workflow's run waits for no decision (it is not paused, or was decided "
+                "already)",
+                run_id="",
+                why="not_pending",
+            )
+        check(state, given, tools=self.tools, partial=True)
 
     def take(self, decision: dict[str, Any]) -> None:
-        for call_id in decision.get("approve", []):
-            self.decided[call_id] = {"approve": True}
-        for call_id, reason in decision.get("reject", {}).items():
-            self.decided[call_id] = {"reject": reason}
-        for call_id, args in decision.get("edit", {}).items():
-            self.decided[call_id] = {"edit": args}
+        state = self.state
+        assert state is not None  # the validator refused an update while nothing waits
+        given = Decisions.from_json(_decisions_of(decision), state.run_id)
+        before = {call.id for call in state.pending if call.decision is not None}
+        apply(state, given, tools=self.tools, partial=True)
+        by = None if decision.get("by") is None else Principal.from_dict(decision["by"])
+        at = workflow.now().astimezone(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        for call in state.pending:
+            if call.decision is not None and call.id not in before:
+                args = call.edited_args if call.decision == "edited" else None
+                reason = call.rejection if call.decision == "rejected" else None
+                state.decisions.append(DecisionRecord(call.id, call.decision, by, at, args, reason))
 
     def done(self) -> bool:
-        return all(call.id in self.decided for call in self.calls)
+        state = self.state
+        return state is not None and all(call.decision is not None for call in state.pending)
+
+
+def _decisions_of(update: dict[str, Any]) -> dict[str, Any]:
+    """The decisions of a `decide` update: all of it but who decided (`by`)."""
+    return {key: value for key, value in update.items() if key != "by"}
 
 
 async def run(agent: Agent[OutputT], input: Any, **options: Any) -> RunResult[OutputT]:
@@ -65,36 +85,30 @@ async def run(agent: Agent[OutputT], input: Any, **options: Any) -> RunResult[Ou
     return result
 
 
-def listen() -> Decisions:
+def listen() -> Waiting:
     """Answer `pending` (a query) and `decide` (an update) in this workflow, from its start: `[]` before a pause."""
-    decisions = Decisions()
-    workflow.set_query_handler(PENDING, decisions.pending)
-    workflow.set_update_handler(DECIDE, decisions.take, validator=decisions.check)
-    return decisions
+    waiting = Waiting()
+    workflow.set_query_handler(PENDING, waiting.pending)
+    workflow.set_update_handler(DECIDE, waiting.take, validator=waiting.check)
+    return waiting
 
 
-async def wait_for_decisions(agent: Agent[Any], result: RunResult[Any], decisions: Decisions) -> RunResult[Any]:
+async def wait_for_decisions(agent: Agent[Any], result: RunResult[Any], waiting: Waiting) -> RunResult[Any]:
     """Wait durably for the decisions of the paused `result` (`decide`), resume in the workflow, and again at
     each pause, until the run ends: what `agent.run` returns inside a workflow."""
     while result.paused:
-        decisions.calls, decisions.decided = result.pending, {}
-        await workflow.wait_condition(decisions.done)
-        state = result.to_state()
-        for call_id, decided in decisions.decided.items():
-            if "reject" in decided:
-                state.reject(call_id, reason=decided["reject"])
-            elif "edit" in decided:
-                state.edit(call_id, decided["edit"])
-            else:
-                state.approve(call_id)
-        decisions.calls = []
+        waiting.tools = {tool.name: tool for tool in agent.tools}
+        waiting.state = result.to_state()
+        await workflow.wait_condition(waiting.done)
+        state, waiting.state = waiting.state, None
         result = await agent.resume(state)
     return result
 
 
 async def pending(handle: WorkflowHandle[Any, Any]) -> list[PendingCall]:
     """The calls the workflow's run waits on (a query); `[]` before any pause and after the run ended."""
-    return [PendingCall(c["id"], c["name"], c["args"], c["reason"]) for c in await handle.query(PENDING)]
+    calls = await handle.query(PENDING)
+    return [PendingCall(c["id"], c["name"], c["args"], c["reason"], kind=c.get("kind", "tool")) for c in calls]
 
 
 async def decide(
@@ -103,8 +117,13 @@ async def decide(
     approve: list[str] | tuple[str, ...] = (),
     reject: dict[str, str] | None = None,
     edit: dict[str, dict[str, Any]] | None = None,
+    principal: Principal | None = None,
 ) -> None:
-    """Decide pending calls (an update). Raises `temporalio.client.WorkflowUpdateFailedError` naming a call
-    that is not pending or was already decided; the run goes on once every pending call is decided."""
-    decision = {"approve": list(approve), "reject": dict(reject or {}), "edit": dict(edit or {})}
+    """Decide pending calls (an update), on record as `principal`'s. Raises
+    `temporalio.client.WorkflowUpdateFailedError` with the `DecisionRefused` text `agent.decide` gives (a call
+    not pending or decided already, named twice, an edit of a paused model call); the run goes on once every
+    pending call is decided."""
+    decision: dict[str, Any] = Decisions(tuple(approve), dict(reject or {}), dict(edit or {})).to_json()
+    if principal is not None:
+        decision["by"] = principal.to_dict()
     await handle.execute_update(DECIDE, decision)

@@ -263,7 +263,8 @@ async def test_of_two_decisions_racing_past_the_load_the_claim_lets_one_run(tmp_
         agents = [runs_agent.build(), runs_agent.build()]
         for agent in agents:
             agent.store = store
-        outcomes = await asyncio.gather(*(decide(agent, run_id, Decisions(approve_rest=True)) for agent in agents), return_exceptions=True)
+        every = Decisions(approve_rest=True)
+        outcomes = await asyncio.gather(*(decide(agent, run_id, every) for agent in agents), return_exceptions=True)
     lost = [o for o in outcomes if isinstance(o, Refused)]
     assert f"run {run_id} completed: done: deleted a.txt" in outcomes and len(lost) == 1, outcomes
     assert str(lost[0]).endswith("(nothing ran here)") and "\n" not in str(lost[0])
