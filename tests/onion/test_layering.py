@@ -15,8 +15,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("onion", "middleware")
-APPS = ("onion.__main__", "onion._demo", "onion._runs_cli", "onion.serve")
-"""Programs built on both packages (and their modules): they may import middleware."""
+APPS = ("onion.__main__", "onion._demo")
+"""Programs built on both packages (and their modules): they may import middleware. `onion.serve` and the
+`runs` CLI are not among them: they scrub with `onion.scrub` and decide through the core."""
 
 
 def modules() -> dict[str, Path]:
@@ -137,6 +138,27 @@ def test_middleware_imports_only_public_onion_names() -> None:
         if module.startswith("onion") and any(part.startswith("_") for part in module.split("."))
     )
     assert offenders == []
+
+
+def test_the_stores_never_read_the_journal() -> None:
+    """A store keeps records: no module of onion.stores imports the durable wing (not even inside a function),
+    but for the `RunState` type its `load` answers, named for the type checker only."""
+    offenders = sorted(
+        f"{name} imports {module} ({where})"
+        for name, found in graph().items()
+        if name.startswith("onion.stores")
+        for module, where in found
+        if module.startswith("onion._durable") and not (module == "onion._durable.state" and where == "top")
+    )
+    assert offenders == []
+
+
+def test_the_layering_checks_see_a_store_reading_the_journal(tmp_path: Path) -> None:
+    """The import reader finds a deferred import of the journal in a store module (the check is not vacuous)."""
+    path = tmp_path / "_store.py"
+    path.write_text("def load():\n    from .._durable.replay import replay\n")
+    known = {"onion._durable.replay": path}
+    assert imports("onion.stores._store", path, known) == [("onion._durable.replay", "deferred")]
 
 
 def test_the_rule_catches_a_circle() -> None:
