@@ -12,6 +12,7 @@ from ._boundary import decided_in_place
 from ._calls import Model
 from ._durable import Decisions, decide, journaled, recover, resume_run, run_in_session, session_of
 from ._durable.state import RunState
+from ._durable.trust import signing_keys
 from ._events import Event
 from ._loop import Loop, first_messages
 from ._messages import Message
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
     from ._principal import Principal
     from .stores import Session, Store
+    from .types import StateKey
 
     Input = str | Message | Sequence[Message]
     JSON = dict[str, Any] | None
@@ -64,7 +66,8 @@ class Agent(Generic[OutputT]):
         tool_threads: ToolThreads | None = None,
         output_type: type[OutputT] = str,  # type: ignore[assignment]
         output_retries: int = 2,
-        state_key: bytes | str | None = None,
+        state_key: StateKey = None,
+        state_ttl: float | None = 86400.0,
     ) -> None:
         self.model = resolve_model(model)
         self._owns_model = isinstance(model, str)
@@ -97,8 +100,17 @@ class Agent(Generic[OutputT]):
             raise ValueError(f"{self.name}: output_retries must be a non-negative int, got {output_retries!r}")
         self.output_retries = output_retries
         """How many more answers a run asks for after one fails validation as `output_type`."""
+        try:
+            signing_keys(state_key)  # ONION_STATE_KEY is read again each time it is used
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"{self.name}: {error}") from None
         self.state_key = state_key
-        """Signs paused runs (`to_state()`) and checks the states `resume` is given (else `ONION_STATE_KEY`)."""
+        """Signs paused runs (`to_state()`) and checks the states `resume` is given: a key of 16 bytes or more, or
+        `[new, old]` while rolling keys (the first signs, each is believed); None: `ONION_STATE_KEY`, else none."""
+        if state_ttl is not None and (isinstance(state_ttl, bool) or not state_ttl > 0):
+            raise ValueError(f"{self.name}: state_ttl must be positive seconds or None (any age), got {state_ttl!r}")
+        self.state_ttl = state_ttl
+        """Seconds a signed state is believed after it was signed (`docs/durable.md`, "What a resume trusts")."""
         self._chains: Loop | None = None
 
     async def aclose(self) -> None:

@@ -36,6 +36,12 @@ BOUNDARY: ContextVar[Boundary | None] = ContextVar("onion.boundary", default=Non
 """The boundary in force in this context (set by `onion.testing.cassette`), else None."""
 
 
+def engine_keeps_history() -> bool:
+    """True inside a durable engine's run (`onion.temporal`'s workflow, whose boundary has `paused`): the engine
+    waits for a pause's decisions in place and replays what went on from its own history."""
+    return getattr(BOUNDARY.get(), "paused", None) is not None
+
+
 async def decided_in_place(agent: Any, result: RunResult[Any]) -> RunResult[Any]:
     """The paused run `result` as the boundary in force finishes it: a durable engine (`onion.temporal`) waits
     for the decisions in place (its `paused(agent, result)`); without one, `result` itself."""

@@ -21,6 +21,8 @@ WRAPPER = "response"
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*?)\n?```\s*$", re.DOTALL)
 _OPEN_FENCE = re.compile(r"^\s*```[\w-]*\s*\n")
 _NAME = re.compile(r"[^a-zA-Z0-9_-]+")
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NUMBER_AT_END = re.compile(r"-?\d[\d.eE+-]*\Z")
 
 
 class OutputSchema:
@@ -86,9 +88,10 @@ class OutputSchema:
     def validate_partial(self, text: str) -> Any:
         """The value the start of a JSON answer stands for so far (pydantic's partial validation).
 
-        Raises `ValueError` (`pydantic.ValidationError` included) while it is not one yet.
+        A number the text ends in is left out (more digits may follow); the last string is kept as far as it
+        came. Raises `ValueError` (`pydantic.ValidationError` included) while it is not a value yet.
         """
-        text = _OPEN_FENCE.sub("", text, count=1)
+        text = _without_growing_number(_OPEN_FENCE.sub("", text, count=1))
         value = pydantic_core.from_json(text, allow_partial="trailing-strings")
         if self.wrapped and isinstance(value, dict) and value.keys() == {WRAPPER}:
             value = value[WRAPPER]
@@ -104,6 +107,17 @@ class OutputSchema:
 
     def __repr__(self) -> str:
         return f"<OutputSchema {self.name} strict={self.strict is not None}>"
+
+
+def _without_growing_number(text: str) -> str:
+    """`text` without the number it ends in, outside any string (`{"population": 210` may go on to 2102650)."""
+    if not text[-1:].isdigit():
+        return text
+    outside = _STRING.sub("", text)
+    if '"' in outside:  # an unclosed string: the digits are its text
+        return text
+    number = _NUMBER_AT_END.search(outside)
+    return text[: len(text) - len(number[0])] if number else text
 
 
 def _location(error: Any) -> str:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Generic, Literal
 from typing_extensions import TypeVar
 
 from ._durable.state import PausedBatch, Pending, PendingCall, RunState, plain_state
-from ._durable.trust import signature, state_key
+from ._durable.trust import sign, signing_keys
 from ._messages import Message, Usage
 from ._output import OutputSchema, output_schema
 from ._principal import DecisionRecord, Principal
@@ -290,7 +290,7 @@ def _pause_id(kind: str) -> str:
 
 def capture(result: RunResult[Any]) -> RunState:
     """The `RunState` of `result` (a copy: deciding on it changes neither the result nor the run), signed
-    when its agent has a `state_key`."""
+    when its agent has a `state_key`; `stored` when the run is journaled in a store."""
     run = result._run
     paused = run._paused if run is not None else None
     state = RunState(
@@ -312,10 +312,11 @@ def capture(result: RunResult[Any]) -> RunState:
         session_from=run.session_from if run is not None else 0,
         principal=run._principal if run is not None else None,
         decisions=list(run.decisions) if run is not None else [],
+        stored=run is not None and run.journal is not None,
     )
-    key = state_key(run.agent.state_key) if run is not None else None
-    if key is not None:
-        state.signature = signature(state, key)
+    keys = signing_keys(run.agent.state_key) if run is not None else ()
+    if keys:
+        sign(state, keys)
     return state
 
 

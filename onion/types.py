@@ -8,7 +8,7 @@ agent, its journal, a tool) it names here, by what it uses of them.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 Kind = Literal["run", "model", "tools", "tool"]
@@ -22,6 +22,11 @@ Handler = Callable[[Any], Awaitable[Any]]
 The typed `call_next` of each kind (`onion.RunNext`, `ModelNext`, `ToolsNext`,
 `ToolNext`) names the contexts, so it sits with them (`onion._handlers`).
 """
+
+
+StateKey = bytes | str | Sequence[bytes | str] | None
+"""An agent's `state_key`: one key, or keys being rolled (`[new, old]`: the first signs, each is believed); None:
+`ONION_STATE_KEY`, else no key."""
 
 
 class StreamEdit(Protocol):
@@ -53,7 +58,10 @@ class AgentLike(Protocol):
     def model(self) -> Any: ...
 
     @property
-    def state_key(self) -> bytes | str | None: ...
+    def state_key(self) -> StateKey: ...
+
+    @property
+    def state_ttl(self) -> float | None: ...
 
     @property
     def lease(self) -> float: ...

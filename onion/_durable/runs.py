@@ -22,7 +22,7 @@ from .decisions import check_owner, check_tenant
 from .journal import Journal
 from .replay import Replay, pending_batch, replay
 from .state import RunState
-from .trust import already_decided, check_trusted, rejection_text, state_key, take_decisions
+from .trust import CONSUMED, already_decided, check_trusted, rejection_text, signing_keys, take_decisions
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -104,7 +104,8 @@ async def resume_paused(
     `RunBusy` while another worker resumes it; `RunStateError` when its batch
     was decided already (the run is left as it was), or when the store never
     saw the run and `given` is not signed with the agent's key
-    (`check_trusted`); `ForeignRun` when the run is another agent's, or of
+    (`check_trusted`: a state that paused in a store never is), or was
+    adopted so already in this process; `ForeignRun` when the run is another agent's, or of
     another tenant than `by`. The decisions are journaled with the batch
     (`docs/durable.md`, "Paused runs in a store").
     """
@@ -113,19 +114,24 @@ async def resume_paused(
     try:
         record = await store.claim_run(given.run_id, journal.owner, agent.lease, paused_only=True)
     except RunNotFound:
-        key = state_key(agent.state_key)
-        if key is None:
+        keys = signing_keys(agent.state_key)
+        if not keys and not given.stored:
             raise RunStateError(
                 f"run {given.run_id} is not in this agent's store: with a store, resume goes on with the runs the "
                 "store saved (a state from elsewhere could say anything); to take over a run paused on an agent "
                 "without a store, sign its states with the same state_key on both agents "
                 "(Agent(state_key=...) or ONION_STATE_KEY)"
             ) from None
-        check_trusted(given, key, agent.name)
+        check_trusted(given, keys, agent.name, agent.state_ttl)
         check_tenant(given.run_id, given.principal, by)
         run = await loop.resumed(given, output_type, by)
         run.emit, run.journal = emit, journal
-        await journal.begin(run, session=given.session, session_from=given.session_from)
+        CONSUMED.take(given, agent.name, agent.state_ttl)  # the store remembers it from here, until purged
+        try:
+            await journal.begin(run, session=given.session, session_from=given.session_from)
+        except BaseException:  # not adopted: it may be delivered again
+            CONSUMED.give_back(given, agent.name)
+            raise
         for message in given.answered:
             content = message.text if message.content is None else message.content
             journal.hold_result(message.tool_call_id or "", ToolResult(content, is_error=message.is_error))

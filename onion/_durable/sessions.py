@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._boundary import engine_keeps_history
 from .._loop import first_messages
 from .._messages import Message
 from .._run import Run, RunResult
@@ -13,7 +14,7 @@ from ..stores._refusals import session_lost
 from .decisions import check_tenant
 from .runs import OnSession, committed, journaled, journaled_id, resume_paused
 from .state import RunState
-from .trust import check_trusted, state_key
+from .trust import CONSUMED, check_trusted, signing_keys
 
 if TYPE_CHECKING:
     from .._loop import Loop
@@ -86,30 +87,35 @@ async def resume_run(
 
     With a store, the run the store saved goes on (`_durable.resume_paused`);
     without, the state must be trusted (`check_trusted`) and goes on in
-    memory, on its session if it paused on one.
+    memory, on its session if it paused on one; a signed state goes on once in
+    this process (`trust.CONSUMED`), unless a durable engine keeps the history.
     """
     agent = loop.agent
     store: Store | None = agent.store
     if store is not None:
         return await resume_paused(loop, state, output_type, store, session, emit, by)
-    check_trusted(state, state_key(agent.state_key), agent.name)
+    keys = signing_keys(agent.state_key)
+    check_trusted(state, keys, agent.name, agent.state_ttl)
     check_tenant(state.run_id, state.principal, by)
     run = await loop.resumed(state, output_type, by)
     run.emit = emit
-    if state.session is None:
+    conversation = None if run.session is None else _its_session(run, session)
+    if keys and not engine_keeps_history():
+        CONSUMED.take(state, agent.name, agent.state_ttl)
+    if conversation is None:
         return await loop.run_chain(run)
-    return await resume_in_session(loop, run, session)
+    async with conversation.lock() as lock:
+        return await _appended(loop, run, conversation, lock)
 
 
-async def resume_in_session(loop: Loop, run: Run, conversation: Session | None) -> RunResult[Any]:
-    """Go on with the resumed `run`, paused on a session of a store the agent does not have: `conversation`."""
+def _its_session(run: Run, conversation: Session | None) -> Session:
+    """`conversation`, the session of a store the agent does not have that the resumed `run` paused on."""
     if conversation is None or conversation.session_id != run.session:
         raise RunStateError(
             f"run {run.id} paused on session {run.session!r} of a store this agent does not have: "
             f"resume it with agent.resume(state, session=store.session({run.session!r})) to append its turn there"
         )
-    async with conversation.lock() as lock:
-        return await _appended(loop, run, conversation, lock)
+    return conversation
 
 
 async def _appended(loop: Loop, run: Run, conversation: Session, lock: str) -> RunResult[Any]:

@@ -97,9 +97,11 @@ class RunState:
         "session",
         "session_from",
         "signature",
+        "signed_at",
         "state",
         "status",
         "steps",
+        "stored",
         "usage",
     )
 
@@ -125,6 +127,8 @@ class RunState:
         signature: str | None = None,
         principal: Principal | None = None,
         decisions: list[DecisionRecord] | None = None,
+        signed_at: str | None = None,
+        stored: bool = False,
     ) -> None:
         self.run_id = run_id
         self.agent = agent
@@ -147,6 +151,10 @@ class RunState:
         """Who the run is for (`agent.run(..., principal=)`), else None; signed with the rest."""
         self.decisions = decisions if decisions is not None else []
         """Every decision on the run's paused calls so far, on record (who, when, what)."""
+        self.signed_at = signed_at
+        """When the state was signed (UTC, ISO 8601), signed with the rest; None when it is not signed."""
+        self.stored = stored
+        """The run paused in a store, which keeps it: it goes on only from there (signed with the rest)."""
 
     @property
     def paused(self) -> bool:
@@ -213,6 +221,8 @@ class RunState:
             "signature": self.signature,
             "principal": None if self.principal is None else self.principal.to_dict(),
             "decisions": [record.to_dict() for record in self.decisions],
+            "signed_at": self.signed_at,
+            "stored": self.stored,
         }
 
     def to_json(self) -> str:
@@ -275,6 +285,8 @@ class RunState:
                 signature=_optional(data, "signature", str),
                 principal=None if data.get("principal") is None else Principal.from_dict(data["principal"]),
                 decisions=[DecisionRecord.from_dict(item) for item in data.get("decisions") or ()],
+                signed_at=_optional(data, "signed_at", str),
+                stored=_optional(data, "stored", bool) or False,
             )
         except (ValueError, TypeError) as error:
             raise RunStateError(f"the run state is damaged: {error}; pass what RunState.to_json() wrote") from None

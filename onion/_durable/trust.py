@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
+import heapq
 import hmac
 import json
+import math
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 from .._messages import Message, ToolRequest
@@ -17,53 +21,108 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from .._tools import Tool
+    from ..types import StateKey
+
+KEY_VARIABLE = "ONION_STATE_KEY"
+"""The environment variable that gives the key of agents without a `state_key`."""
+
+SHORTEST_KEY = 16
+"""The fewest bytes a key that signs may have: a shorter one is guessable, and an empty one a variable left unset."""
 
 
-def state_key(given: bytes | str | None) -> bytes | None:
-    """The key that signs paused runs: the agent's `state_key`, else `ONION_STATE_KEY`, else None."""
-    key = given if given is not None else os.environ.get("ONION_STATE_KEY") or None
-    return key.encode() if isinstance(key, str) else key
+def signing_keys(given: StateKey) -> tuple[bytes, ...]:
+    """The keys of an agent's `state_key` (`given`), else of `ONION_STATE_KEY`: the first signs, each is believed
+    when checking; `()` when there is neither.
+
+    Raises `ValueError` naming the key (`state_key`, `state_key[1]`, the variable) that is under 16 bytes, empty
+    included, or an empty list of keys; `TypeError` for a key that is not str or bytes.
+    """
+    if given is None:
+        value = os.environ.get(KEY_VARIABLE)
+        return () if value is None else (_key(value, f"the environment variable {KEY_VARIABLE}"),)
+    if isinstance(given, str | bytes):
+        return (_key(given, "state_key"),)
+    keys = tuple(_key(key, f"state_key[{index}]") for index, key in enumerate(given))
+    if not keys:
+        raise ValueError("state_key is an empty list: give the key that signs first, then the older keys still believed")
+    return keys
+
+
+def state_key(given: StateKey) -> bytes | None:
+    """The key that signs (the first of `signing_keys(given)`), or None."""
+    keys = signing_keys(given)
+    return keys[0] if keys else None
+
+
+def _key(key: object, where: str) -> bytes:
+    if isinstance(key, str):
+        key = key.encode()
+    if not isinstance(key, bytes):
+        raise TypeError(f"{where} must be str or bytes, not {type(key).__name__}")
+    if len(key) < SHORTEST_KEY:
+        unset = f" (unset {KEY_VARIABLE} to sign nothing)" if where.endswith(KEY_VARIABLE) else ""
+        raise ValueError(
+            f"{where} is {len(key)} bytes, too short to sign paused runs: give at least {SHORTEST_KEY} "
+            f"(32 random ones: python -c 'import secrets; print(secrets.token_urlsafe(32))'){unset}; an empty key "
+            "is usually a variable left unset"
+        )
+    return key
+
+
+def sign(state: RunState, keys: tuple[bytes, ...]) -> None:
+    """Sign `state` with the first of `keys`: the time now (`signed_at`) and everything but its decisions."""
+    state.signed_at = _time_text(time.time())
+    state.signature = signature(state, keys[0])
 
 
 def signature(state: RunState, key: bytes) -> str:
     """HMAC-SHA256 of everything in `state` but its decisions (and the signature itself), as hex."""
+    return hmac.new(key, _signed_text(state), hashlib.sha256).hexdigest()
+
+
+def _signed_text(state: RunState) -> bytes:
     data = state.to_dict()
     del data["signature"]
-    for added in ("principal", "decisions"):  # as states signed before principals were
+    for added in ("principal", "decisions", "signed_at", "stored"):  # as states signed before these were
         if not data[added]:
             del data[added]
     for call in data["pending"]:
         del call["decision"], call["edited_args"], call["rejection"]
         if call["kind"] == "tool":  # as states signed before paused model calls and runs were
             del call["kind"]
-    text = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+    return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def check_trusted(state: RunState, key: bytes | None, agent: str) -> None:
+def check_trusted(state: RunState, keys: tuple[bytes, ...], agent: str, ttl: float | None) -> None:
     """Raise `RunStateError` unless `state`, come from outside with no store to hold it against, can be believed
     by agent `agent`.
 
-    With `key`, its signature must be intact and name that agent. Without, what can be checked is:
-    its pending calls are the calls the model asked for (names and arguments),
-    steps and usage are not negative.
+    A state paused in a store is never believed from outside it. With `keys`, its signature must be one of them,
+    intact, name that agent, and be at most `ttl` seconds old (None: any age). Without, what can be checked is:
+    its pending calls are the calls the model asked for (names and arguments), steps and usage are not negative.
     """
-    if key is not None:
+    if state.stored:
+        raise paused_in_a_store(state)
+    if keys:
         if state.signature is None:
             raise RunStateError(
                 f"run {state.run_id}: this agent signs paused runs (state_key) and the state is not signed; "
                 "resume only states that agent.run(...).to_state() of an agent with the same key gave"
             )
-        if not hmac.compare_digest(state.signature, signature(state, key)):
+        text = _signed_text(state)
+        signed = state.signature
+        if not any(hmac.compare_digest(signed, hmac.new(key, text, hashlib.sha256).hexdigest()) for key in keys):
             raise RunStateError(
                 f"run {state.run_id}: the state's signature does not match: it was altered after it was saved "
-                "(only decisions may change), or signed with another state_key"
+                "(only decisions may change), or signed with another state_key (to roll a key, give "
+                "state_key=[new, old] until the states signed with the old one are resumed or expired)"
             )
         if state.agent != agent:
             raise RunStateError(
                 f"run {state.run_id} was paused by agent {state.agent!r}, not {agent!r}: a signed state resumes on "
                 "the agent that paused it (give agents that share a key their own names)"
             )
+        _check_fresh(state, ttl)
     if any(call.kind != "tool" for call in state.pending):
         check_lone_pause(state)
     asked = {r.id: r for r in _last_calls(state)}
@@ -173,6 +232,85 @@ def already_decided(run_id: str, status: str | None = None) -> BatchDecided:
         run_id=run_id,
         status=status,
     )
+
+
+def paused_in_a_store(state: RunState) -> RunStateError:
+    """The error for a state whose run paused in a store, given to an agent whose store does not have that run."""
+    return RunStateError(
+        f"run {state.run_id} paused in a store and is not in this agent's store (the agent has none, or another "
+        "one, or the run was purged or deleted from it): a run paused in a store goes on only from that store, so "
+        "its state, signed or not, is not believed elsewhere; resume it on an agent with that store, or start the "
+        "run again"
+    )
+
+
+def _check_fresh(state: RunState, ttl: float | None) -> None:
+    """Raise `RunStateError` when the signed `state` is older than `ttl` seconds (None: any age will do)."""
+    if ttl is None:
+        return
+    if state.signed_at is None:
+        raise RunStateError(
+            f"run {state.run_id}: the state does not say when it was signed (an onion before signed_at, or an "
+            f"agent with state_ttl=None signed it) and this agent believes signed states for state_ttl={ttl:g} s "
+            "only: resume it on an agent with state_ttl=None, or start the run again"
+        )
+    try:
+        age = time.time() - datetime.datetime.fromisoformat(state.signed_at).timestamp()
+    except ValueError:
+        raise RunStateError(f"run {state.run_id}: the state's signed_at is not a time (damaged)") from None
+    if age > ttl:
+        raise RunStateError(
+            f"run {state.run_id}: the state was signed {age:.0f} s ago, longer than this agent's state_ttl "
+            f"({ttl:g} s), so it is refused (an old state delivered again could otherwise run its calls again "
+            "where nothing remembers it); start the run again, or give the agents a longer state_ttl"
+        )
+
+
+def _time_text(seconds: float) -> str:
+    return (
+        datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
+
+
+class Consumed:
+    """The batches of signed states this process went on with, each kept until its state is too old to be
+    believed: a decided signed state goes on once per process, whichever agent object it is given to.
+
+    (A store remembers the runs it keeps for every process that shares it; this is for what no store holds.)
+    """
+
+    __slots__ = ("_expiring", "_until")
+
+    def __init__(self) -> None:
+        self._until: dict[tuple[str, str, str], float] = {}
+        self._expiring: list[tuple[float, tuple[str, str, str]]] = []
+
+    def take(self, state: RunState, agent: str, ttl: float | None) -> None:
+        """Mark `state`'s batch gone on with; `BatchDecided` when it was already, in this process."""
+        now = time.time()
+        expiring = self._expiring
+        while expiring and expiring[0][0] < now:
+            expires, gone = heapq.heappop(expiring)
+            if self._until.get(gone) == expires:  # not given back (nor taken again since)
+                del self._until[gone]
+        batch = (agent, state.run_id, state.batch or "")
+        if batch in self._until:
+            raise already_decided(state.run_id, "paused")
+        signed = state.signed_at
+        until = math.inf
+        if ttl is not None and signed is not None:
+            until = datetime.datetime.fromisoformat(signed).timestamp() + ttl
+        self._until[batch] = until
+        if until != math.inf:
+            heapq.heappush(expiring, (until, batch))
+
+    def give_back(self, state: RunState, agent: str) -> None:
+        """Forget that `state`'s batch was taken (it did not go on after all); expiring, it is dropped then."""
+        self._until.pop((agent, state.run_id, state.batch or ""), None)
+
+
+CONSUMED = Consumed()
+"""This process's record of the signed states it went on with."""
 
 
 def _last_calls(state: RunState) -> list[Any]:

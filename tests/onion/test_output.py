@@ -11,7 +11,18 @@ from pydantic import BaseModel, Field
 
 from middleware import budget, limit, log
 from middleware.limit import LimitReached
-from onion import Agent, ModelCall, RunFinished, RunState, TextDelta, ToolCall, ToolResult, output_schema, tool
+from onion import (
+    Agent,
+    ModelCall,
+    PartialOutput,
+    RunFinished,
+    RunState,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+    output_schema,
+    tool,
+)
 from onion.errors import OutputValidationError
 from onion.testing import ScriptedModel, call
 
@@ -295,3 +306,47 @@ async def test_a_journaled_typed_run_recovers_to_a_typed_output() -> None:
     store._runs[result.run_id].status = "failed"  # the release was lost
     again = await Agent(ScriptedModel([]), store=store).recover(result.run_id, output_type=City)
     assert again.output == City(name="Oslo", population=1)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ('{"name": "Paris", "population": 210', None),  # 210 may become 2102650: City has no population yet
+        ('{"name": "Paris", "population": 2102650}', City(name="Paris", population=2102650)),
+        ('{"name": "Paris", "population": 2102650,', City(name="Paris", population=2102650)),
+        ('{"name": "Paris", "population": 2102650 ', City(name="Paris", population=2102650)),
+        ('{"population": 2102650, "name": "Route 66', City(name="Route 66", population=2102650)),
+        ('{"population": 21.', None),
+        ('{"population": 2.1e', None),
+        ('{"population": -', None),
+    ],
+)
+def test_a_partial_never_shows_a_number_that_may_still_grow(text: str, shown: City | None) -> None:
+    """A number the text ends in is not a value yet (more digits may follow); a digit inside a string is text."""
+    schema = output_schema(City)
+    if shown is None:
+        with pytest.raises(ValueError):
+            schema.validate_partial(text)
+    else:
+        assert schema.validate_partial(text) == shown
+
+
+def test_a_partial_list_of_numbers_leaves_out_the_one_still_arriving() -> None:
+    """`[1, 2, 3` holds 1 and 2: the 3 may be 35; a string still arriving is shown as far as it came."""
+    assert output_schema(list[int]).validate_partial('{"response": [1, 2, 3') == [1, 2]
+    assert output_schema(list[int]).validate_partial("[1, 2, 3]") == [1, 2, 3]
+    assert output_schema(list[str]).validate_partial('["Louvre", "Eiff') == ["Louvre", "Eiff"]
+
+
+async def test_a_streamed_typed_answer_never_shows_a_cut_number() -> None:
+    """Streamed 8 characters at a time (`ration": 2`, then `102650, `), every `PartialOutput` has the whole number."""
+    answer = '{"name": "Lyon", "population": 2102650, "sights": ["Louvre"]}'
+
+    class Sights(City):
+        sights: list[str] = []
+
+    model = ScriptedModel([answer])
+    events = [event async for event in Agent(model).stream("q", output_type=Sights)]
+    partials = [event.output for event in events if isinstance(event, PartialOutput)]
+    assert partials and {partial.population for partial in partials} == {2102650}
+    assert partials[-1] == Sights(name="Lyon", population=2102650, sights=["Louvre"])

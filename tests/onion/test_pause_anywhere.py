@@ -122,7 +122,7 @@ async def test_a_forged_model_pause_from_outside_a_store_is_refused() -> None:
 
 
 async def test_a_model_pause_that_does_not_fit_its_history_is_refused() -> None:
-    key = b"k"
+    key = b"k" * 16
     agent = Agent(counting()[0], state_key=key).use(expensive)
     state = (await agent.run("hi")).to_state()
     state.pending[0].args = {"smuggled": True}

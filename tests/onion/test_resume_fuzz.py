@@ -145,14 +145,15 @@ def allowed(state_data: dict[str, Any], trusted: dict[str, Any]) -> list[tuple[s
 async def test_mutated_states_are_refused_or_resume_only_what_may_be_believed(way: str) -> None:
     """Thousands of mutated states: each is refused, or runs nothing but the calls it may run."""
     rng = random.Random(f"fuzz {way}")
-    key = b"fuzz key" if way == "no store, a key" else None
+    key = b"the fuzz test's key" if way == "no store, a key" else None
     refused = resumed = 0
     store = MemoryStore() if way == "a store" else None
     bank = Bank()
     agent = Agent(FunctionModel(model), tools=bank.tools, store=store, state_key=key).use(approve("send_money"))
     base: dict[str, Any] | None = None
     for _ in range(MUTATIONS):
-        if base is None or store is not None:  # with a store, each pause is consumed: a fresh run each time
+        # a store (or, for a signed state, this process) consumes each pause: a fresh run each time
+        if base is None or store is not None or key is not None:
             paused = await agent.run("pay alice and look k up")
             base = json.loads(paused.to_state().to_json())
         bank.ran.clear()

@@ -113,7 +113,7 @@ async def test_a_signed_state_resumes_and_an_altered_or_unsigned_one_is_refused(
         with pytest.raises(RunStateError, match=r"signature|signed"):
             await agent.resume(forged(state, change))
     assert sent == []
-    elsewhere = Agent(FunctionModel(asks_to_pay_alice), tools=[send_money], state_key=b"other key")
+    elsewhere = Agent(FunctionModel(asks_to_pay_alice), tools=[send_money], state_key=b"another key, as long")
     with pytest.raises(RunStateError, match="signature"):
         await elsewhere.resume(forged(state, lambda d: d["pending"][0].update(decision="approved")))
     state.edit("c1", {"to": "alice", "amount": 4})  # decisions are not signed: a person makes them
@@ -376,8 +376,8 @@ async def test_with_a_store_a_forged_state_under_a_new_run_id_is_refused() -> No
 async def test_a_signed_state_resumes_only_on_the_agent_that_paused_it() -> None:
     """Two agents sharing a key: a state one paused is refused by the other."""
     send_money, sent = bank()
-    drafts = Agent(FunctionModel(asks_to_pay_alice), tools=[send_money], name="drafts", state_key=b"k")
-    payments = Agent(FunctionModel(asks_to_pay_alice), tools=[send_money], name="payments", state_key=b"k")
+    drafts = Agent(FunctionModel(asks_to_pay_alice), tools=[send_money], name="drafts", state_key=b"k" * 16)
+    payments = Agent(FunctionModel(asks_to_pay_alice), tools=[send_money], name="payments", state_key=b"k" * 16)
     state = await paused_state(drafts.use(approve("send_money")))
     state.approve_all()
     with pytest.raises(RunStateError, match="paused by agent 'drafts'"):

@@ -149,6 +149,7 @@ async def test_a_sub_agent_with_inherit_keeps_every_setting_of_the_agent() -> No
         "output_type": Finding,
         "output_retries": 5,
         "state_key": b"signs paused runs",
+        "state_ttl": 60.0,
     }
     parameters = inspect.signature(Agent.__init__).parameters
     assert set(parameters) - {"self"} == set(given), "give each new Agent parameter a non-default value here"
