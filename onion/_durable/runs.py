@@ -104,9 +104,9 @@ async def resume_paused(
     `RunBusy` while another worker resumes it; `RunStateError` when its batch
     was decided already (the run is left as it was), or when the store never
     saw the run and `given` is not signed with the agent's key
-    (`check_trusted`: a state that paused in a store never is), or was
-    adopted so already in this process; `ForeignRun` when the run is another agent's, or of
-    another tenant than `by`. The decisions are journaled with the batch
+    (`check_trusted`: a state that paused in a store never is) or this process took
+    it over already; `ForeignRun` when the run is another agent's,
+    or of another tenant than `by`. The decisions are journaled with the batch
     (`docs/durable.md`, "Paused runs in a store").
     """
     agent = loop.agent

@@ -44,14 +44,10 @@ def signing_keys(given: StateKey) -> tuple[bytes, ...]:
         return (_key(given, "state_key"),)
     keys = tuple(_key(key, f"state_key[{index}]") for index, key in enumerate(given))
     if not keys:
-        raise ValueError("state_key is an empty list: give the key that signs first, then the older keys still believed")
+        raise ValueError(
+            "state_key is an empty list: give the key that signs first, then the older keys still believed"
+        )
     return keys
-
-
-def state_key(given: StateKey) -> bytes | None:
-    """The key that signs (the first of `signing_keys(given)`), or None."""
-    keys = signing_keys(given)
-    return keys[0] if keys else None
 
 
 def _key(key: object, where: str) -> bytes:
