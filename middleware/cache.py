@@ -151,6 +151,9 @@ class cache:
 
     __slots__ = ("_failing", "_reported", "hits", "key", "misses", "namespace", "store", "tools", "ttl", "wrap_only")
 
+    nondeterministic = "a hit depends on what else ran on this worker"
+    """Why a replay of a run may decide differently with this layer: engines that replay workflow code refuse it."""
+
     def __init__(
         self,
         ttl: float | None = None,

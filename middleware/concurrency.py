@@ -108,6 +108,9 @@ class concurrency:
 
     __slots__ = ("_models", "_per_tool", "_tools", "limit", "models", "name", "per_tool", "store", "wrap_only")
 
+    nondeterministic = "its slots are shared by every run on this worker"
+    """Why a replay of a run may decide differently with this layer: engines that replay workflow code refuse it."""
+
     def __init__(
         self,
         limit: int | None = 8,

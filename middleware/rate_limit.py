@@ -72,6 +72,9 @@ class rate_limit:
 
     __slots__ = ("_refunds", "_rpw", "_tpw", "estimate", "key", "rpm", "sleep", "store", "tpm", "wait", "window")
 
+    nondeterministic = "its buckets refill with the clock"
+    """Why a replay of a run may decide differently with this layer: engines that replay workflow code refuse it."""
+
     def __init__(
         self,
         rpm: float | None = None,
