@@ -36,6 +36,7 @@ from ._results import ModelResponse, ToolResult
 from ._run import Call, Run, RunResult
 from ._stack import Stack
 from ._stream_edits import StreamEdit
+from ._streaming import EventStream
 from ._threads import ToolThreads
 from ._tools import Tool, tool
 from .errors import (
@@ -55,6 +56,7 @@ __all__ = [
     "Decisions",
     "Document",
     "Event",
+    "EventStream",
     "Handler",
     "Image",
     "Layer",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from . import _chains
@@ -20,7 +20,7 @@ from ._model import resolve_model
 from ._output import output_schema
 from ._run import OutputT, Run, RunResult
 from ._stack import Stack, checked_by_default, profiling
-from ._streaming import streamed
+from ._streaming import EventStream
 from ._threads import ToolThreads, default_tool_threads
 from ._tool_sources import OfferedTools, ToolSource
 from ._tools import Tool, as_tool
@@ -319,10 +319,26 @@ class Agent(Generic[OutputT]):
         resumed = self.resume(state, output_type=output_type, session=session, principal=principal)
         return _sync(resumed, "resume_sync", "agent.resume(state)")
 
+    @overload
+    def stream(
+        self, input: Input, *, state: JSON = None, session: On = None, principal: Who = None, output_type: None = None
+    ) -> EventStream[OutputT]: ...
+    @overload
+    def stream(
+        self, input: Input, *, state: JSON = None, session: On = None, principal: Who = None, output_type: type[T]
+    ) -> EventStream[T]: ...
+    @overload
+    def stream(
+        self, input: Input, *, state: JSON = None, session: On = None, principal: Who = None, output_type: object
+    ) -> EventStream[Any]: ...
     def stream(
         self, input: Input, *, state: JSON = None, session: On = None, principal: Who = None, output_type: Any = None
-    ) -> AsyncIterator[Event]:
-        """Run the agent (as `run`), yielding its events as they happen, `RunFinished` or `RunPaused` last."""
+    ) -> EventStream[Any]:
+        """Run the agent (as `run`), yielding its events as they happen, `RunFinished` or `RunPaused` last.
+
+        Leaving the stream cancels the run: `break` out of `async for`, `await stream.aclose()`, or the end of
+        `async with agent.stream(...) as events:`.
+        """
 
         async def produce(emit: Callable[[Event], None]) -> RunResult[Any]:
             loop, output = self._compiled(), self.output_type if output_type is None else output_type
@@ -332,15 +348,27 @@ class Agent(Generic[OutputT]):
             run.emit = emit
             return await (loop.run_chain(run) if self.store is None else journaled(loop, run, self.store))
 
-        return streamed(produce, self.output_type if output_type is None else output_type)
+        return EventStream(produce, self.output_type if output_type is None else output_type)
 
+    @overload
+    def resume_stream(
+        self, state: Paused, *, output_type: None = None, session: Where = None, principal: Who = None
+    ) -> EventStream[OutputT]: ...
+    @overload
+    def resume_stream(
+        self, state: Paused, *, output_type: type[T], session: Where = None, principal: Who = None
+    ) -> EventStream[T]: ...
+    @overload
+    def resume_stream(
+        self, state: Paused, *, output_type: object, session: Where = None, principal: Who = None
+    ) -> EventStream[Any]: ...
     def resume_stream(
         self, state: Paused, *, output_type: Any = None, session: Where = None, principal: Who = None
-    ) -> AsyncIterator[Event]:
+    ) -> EventStream[Any]:
         """Resume (as `resume`: a decided `RunState`, or a run id to recover), yielding its events as they
-        happen, `RunFinished` or `RunPaused` last. Leaving early cancels the run."""
+        happen, `RunFinished` or `RunPaused` last. Leaving the stream cancels the run, as for `stream`."""
         output = self.output_type if output_type is None else output_type
-        return streamed(lambda emit: self._resume(state, output_type, session, emit, principal), output)
+        return EventStream(lambda emit: self._resume(state, output_type, session, emit, principal), output)
 
     def _compiled(self) -> Loop:
         """The chains, built again when the stack changed, tracing was turned on or off, or a profiler started."""

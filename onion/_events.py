@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
+
+from typing_extensions import TypeVar
 
 if TYPE_CHECKING:
     from ._durable.state import RunState
     from ._messages import Usage
     from ._results import ModelResponse, ToolResult
     from ._run import RunResult
+
+T = TypeVar("T", default=Any)
+"""The run's output type: `agent.stream(..., output_type=City)` yields `Event[City]`; a bare `Event` is `Event[Any]`."""
 
 
 @dataclass(slots=True)
@@ -39,13 +44,14 @@ class ToolResultEvent:
 
 
 @dataclass(slots=True)
-class PartialOutput:
+class PartialOutput(Generic[T]):
     """The answer so far, validated partially as the run's `output_type` while its JSON streams in.
 
-    Sent after a `TextDelta` that changes it, for an `output_type` other than `str` (`docs/output.md`).
+    Sent after a `TextDelta` that changes it, for an `output_type` other than `str`. It holds what arrived whole,
+    the last string and list as far as they came, never a number still arriving (`docs/output.md`).
     """
 
-    output: Any
+    output: T
 
 
 @dataclass(slots=True)
@@ -67,14 +73,14 @@ class ModelCallFinished:
 
 
 @dataclass(slots=True)
-class RunFinished:
+class RunFinished(Generic[T]):
     """The run ended; always the last event (a `RunPaused` when the run paused)."""
 
-    result: RunResult
+    result: RunResult[T]
 
 
 @dataclass(slots=True)
-class RunPaused(RunFinished):
+class RunPaused(RunFinished[T]):
     """The run paused for approval; the last event of its stream.
 
     `result` is the paused `RunResult` (`result.pending` lists the calls
@@ -86,11 +92,12 @@ class RunPaused(RunFinished):
 
 Event = (
     TextDelta
-    | PartialOutput
+    | PartialOutput[T]
     | ToolCallStarted
     | StreamReset
     | ToolResultEvent
     | ModelCallFinished
-    | RunFinished
-    | RunPaused
+    | RunFinished[T]
+    | RunPaused[T]
 )
+"""One event of `agent.stream`: `Event[City]` in a run typed `City` (a bare `Event` is `Event[Any]`)."""

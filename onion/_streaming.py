@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Generic
 
-from ._events import Event, ModelCallFinished, PartialOutput, RunFinished, RunPaused, StreamReset, TextDelta
+from ._events import Event, ModelCallFinished, PartialOutput, RunFinished, RunPaused, StreamReset, T, TextDelta
 from ._output import OutputSchema, output_schema
 from ._run import RunResult
+
+if TYPE_CHECKING:
+    from typing import Self
 
 _NOTHING: Any = object()
 
@@ -97,30 +100,76 @@ class EventQueue:
         return await self._queue.get()
 
 
-async def streamed(
-    produce: Callable[[Callable[[Event], None]], Awaitable[RunResult[Any]]], output_type: Any = str
-) -> AsyncGenerator[Event]:
-    """The events of the run `produce(emit)` runs, as they happen; then `RunFinished` (or `RunPaused`).
+class EventStream(Generic[T]):
+    """The events of one run as they happen, `RunFinished` (or `RunPaused`) last: what `agent.stream` returns.
 
-    `output_type`: the run's (other than `str`: `PartialOutput` events too). Leaving early cancels the run.
+    Read once, by one `async for` (or `anext`). Leaving it cancels the run: a `break` out of the loop (the
+    stream kept in a variable or not), `await stream.aclose()`, or the end of `async with agent.stream(...) as
+    events:`; the run is started by the first read, so a stream never read never runs.
     """
-    queue = EventQueue(output_type)
 
-    async def produced() -> RunResult[Any]:
+    __slots__ = ("_closed", "_produce", "_queue", "_task")
+
+    def __init__(
+        self, produce: Callable[[Callable[[Event], None]], Awaitable[RunResult[Any]]], output_type: Any
+    ) -> None:
+        self._produce = produce
+        self._queue = EventQueue(output_type)
+        self._task: asyncio.Future[RunResult[Any]] | None = None
+        self._closed = False
+
+    async def __anext__(self) -> Event[T]:
+        if self._closed:
+            raise StopAsyncIteration
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._produced())
         try:
-            return await produce(queue.put)
-        finally:
-            queue.end()
+            event = await self._queue.get()
+            if event is not None:
+                return event
+            result = await self._task
+        except BaseException:
+            await self.aclose()
+            raise
+        self._closed = True
+        return RunPaused(result, result.to_state()) if result.paused else RunFinished(result)
 
-    task = asyncio.ensure_future(produced())
-    try:
-        while (event := await queue.get()) is not None:
-            yield event
-        result = await task
-        yield RunPaused(result, result.to_state()) if result.paused else RunFinished(result)
-    finally:
+    async def _produced(self) -> RunResult[Any]:
+        try:
+            return await self._produce(self._queue.put)
+        finally:
+            self._queue.end()
+
+    def __aiter__(self) -> AsyncIterator[Event[T]]:
+        return self._reading()
+
+    async def _reading(self) -> AsyncGenerator[Event[T]]:
+        """The events for one `async for`: when the loop is left, this generator is closed (at once, or when
+        collected) and closes the stream."""
+        try:
+            while True:
+                try:
+                    event = await self.__anext__()
+                except StopAsyncIteration:
+                    return
+                yield event
+        finally:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """End the stream: cancel the run if it is still going and wait for it (idempotent)."""
+        self._closed = True
+        task = self._task
+        if task is None:
+            return
         if not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         elif not task.cancelled():
             task.exception()  # the consumer left after the run failed: retrieved, so asyncio logs nothing
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

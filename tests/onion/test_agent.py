@@ -379,7 +379,7 @@ async def test_leaving_a_stream_early_cancels_the_run() -> None:
     async for event in stream:
         if isinstance(event, ToolCallStarted):
             break
-    await stream.aclose()  # type: ignore[attr-defined]
+    await stream.aclose()
     assert cancelled.is_set()
 
 

@@ -149,7 +149,7 @@ async def test_a_consumer_leaving_after_the_run_failed_leaves_no_unretrieved_tas
         first = await stream.__anext__()
         assert isinstance(first, TextDelta)
         await failed.wait()  # the run task ends in the same step as this wakes up
-        await stream.aclose()  # type: ignore[attr-defined]
+        await stream.aclose()
         del stream
         gc.collect()
     finally:
@@ -272,3 +272,101 @@ async def test_a_consumer_editing_nested_tool_call_arguments_leaves_the_history_
     started.args["labels"].append("tampered")
     result = events[-1].result  # type: ignore[union-attr]
     assert result.messages[1].tool_calls[0].args == {"labels": ["a"]}
+
+
+class Hang:
+    """A tool that waits until cancelled, noting that it was and whether it ever finished."""
+
+    def __init__(self) -> None:
+        self.cancelled = asyncio.Event()
+        self.finished = False
+
+    def tool(self) -> Any:
+        from onion import tool
+
+        @tool
+        async def hang() -> str:
+            """Wait a long time."""
+            try:
+                await asyncio.sleep(0.5)
+            except asyncio.CancelledError:
+                self.cancelled.set()
+                raise
+            self.finished = True
+            return "done"
+
+        return hang
+
+
+def hanging_agent(hang: Hang, *middleware: Any) -> Agent:
+    from onion.testing import call
+
+    return Agent(ScriptedModel([[call("hang")], "ok"]), tools=[hang.tool()], middleware=middleware)
+
+
+async def test_breaking_out_of_a_kept_stream_cancels_the_run() -> None:
+    """`stream = agent.stream(...)`, then `break` out of `async for event in stream`: the tool is cancelled,
+    though `stream` is still referenced."""
+    from onion import ToolCallStarted
+
+    hang = Hang()
+    stream = hanging_agent(hang).stream("go")
+    async for event in stream:
+        if isinstance(event, ToolCallStarted):
+            break
+    await asyncio.wait_for(hang.cancelled.wait(), 2)
+    assert not hang.finished
+    assert [event async for event in stream] == []  # a stream left is over: read again, it has nothing
+
+
+async def test_breaking_out_of_a_kept_resume_stream_cancels_the_resumed_run() -> None:
+    """The issue's case: `stream = agent.resume_stream(state)`, `break` when the next tool starts: it never finishes."""
+    from middleware import approve
+    from onion import ToolCallStarted, tool
+    from onion.testing import call
+
+    @tool
+    def note() -> str:
+        """Note something down."""
+        return "noted"
+
+    hang = Hang()
+    model = ScriptedModel([[call("note")], [call("hang")], "ok"])
+    agent = Agent(model, tools=[note, hang.tool()], middleware=[approve("note")])
+    paused = await agent.run("go")
+    state = paused.to_state()
+    state.approve(paused.pending[0].id)
+    stream = agent.resume_stream(state)
+    async for event in stream:
+        if isinstance(event, ToolCallStarted):
+            break
+    await asyncio.wait_for(hang.cancelled.wait(), 2)
+    assert not hang.finished
+
+
+async def test_leaving_an_async_with_stream_cancels_the_run_before_the_block_ends() -> None:
+    """`async with agent.stream(...) as events:`: when the block ends (break or not), the run is over."""
+    from onion import ToolCallStarted
+
+    hang = Hang()
+    async with hanging_agent(hang).stream("go") as events:
+        async for event in events:
+            if isinstance(event, ToolCallStarted):
+                await asyncio.sleep(0)  # the tool has started
+                break
+    assert hang.cancelled.is_set() and not hang.finished
+
+
+async def test_aclose_cancels_the_run_and_a_stream_closed_before_reading_never_starts_one() -> None:
+    """`await stream.aclose()` ends the run at once; closed before its first event, no model is asked."""
+    hang = Hang()
+    stream = hanging_agent(hang).stream("go")
+    await stream.__anext__()
+    await stream.__anext__()  # the tool call started
+    await stream.aclose()
+    assert hang.cancelled.is_set() and not hang.finished
+
+    model = ScriptedModel(["never"])
+    unread = Agent(model).stream("go")
+    await unread.aclose()
+    assert model.requests == [] and [event async for event in unread] == []

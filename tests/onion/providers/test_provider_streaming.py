@@ -108,7 +108,7 @@ async def test_leaving_a_stream_early_leaves_nothing_running(
     async for event in stream:
         assert isinstance(event, TextDelta)
         break
-    await stream.aclose()  # type: ignore[attr-defined]
+    await stream.aclose()
     assert len(server.requests) == 1
 
 
