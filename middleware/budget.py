@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from onion import ModelCall, ModelNext, ModelResponse, OnionError, Run, Usage
@@ -42,10 +43,13 @@ class budget:
     is priced at the model's cache rates (`CACHE_RATES`), or at the third and
     fourth values of a 4-tuple price (input, output, cache read, cache write).
     A model with tokens but no price raises `OnionError` naming it. The
-    cost so far is kept in `run.state["cost"]`. Not usable bare.
+    cost so far is counted in `run.private` (under `key`: nothing a caller
+    passes in `state=` reaches it; it survives a pause and a crash) and
+    reported in `run.state["cost"]`, which the layer writes and never reads.
+    Not usable bare.
     """
 
-    __slots__ = ("max_cost", "max_tokens", "prices")
+    __slots__ = ("key", "max_cost", "max_tokens", "prices")
 
     def __init__(
         self,
@@ -58,10 +62,14 @@ class budget:
             raise TypeError("budget needs a limit, e.g. budget(max_tokens=100_000) or budget(max_cost=0.50)")
         self.max_tokens, self.max_cost = max_tokens, max_cost
         self.prices: dict[str, tuple[float, ...]] = {**PRICES, **(prices or {})}
+        bounds = [max_tokens, max_cost, *([sorted(prices.items())] if prices else [])]
+        self.key = "budget:" + json.dumps(bounds, separators=(",", ":"))
+        """Where a run's cost so far lives in `run.private`: one entry per configuration, the same in every
+        process (a run resumed or recovered elsewhere goes on counting)."""
 
     async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
         run = call.run
-        self._check(run, run.usage, run.state.get("cost", 0.0))
+        self._check(run, run.usage, run.private.get(self.key, 0.0))
         charged: list[Usage] = []
 
         def charge(response: ModelResponse) -> None:
@@ -77,11 +85,11 @@ class budget:
     def _charge(self, call: ModelCall, response: ModelResponse, total: Usage) -> None:
         """Add `response`'s cost to the run's, then raise if `total` (the run's usage with it) or the cost is over."""
         run, usage = call.run, response.usage
-        cost: float = run.state.get("cost", 0.0)
+        cost: float = run.private.get(self.key, 0.0)
         if self.max_cost is not None and (usage.input_tokens or usage.output_tokens):
             name = response.model or str(getattr(call.model, "name", call.model))
             cost += self.cost(name, usage)
-            run.state["cost"] = cost
+            run.private[self.key] = run.state["cost"] = cost
         try:
             self._check(run, total, cost)
         except BudgetExceeded:

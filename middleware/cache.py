@@ -144,8 +144,9 @@ class cache:
     cached unless `key` is given: `key(call)` (a `ModelCall` or `ToolCall`;
     `call.run.state` holds the run's state) joins every key, so entries are
     kept apart per value, and returning `None` leaves that call uncached.
-    Each call counts into `run.state["cache"]` (`{"hits": n, "misses": m}`)
-    and into the layer's `hits` / `misses`. `store` defaults to a
+    Each call counts into the run's counts (kept in `run.private`, where a
+    caller's `state=` cannot set them), reported in `run.state["cache"]`
+    (`{"hits": n, "misses": m}`), and into the layer's `hits` / `misses`. `store` defaults to a
     `MemoryCache`; `SQLiteCache(path)` persists across processes.
     """
 
@@ -244,15 +245,17 @@ class cache:
         return True
 
     def _count(self, ctx: ModelCall | ToolCall, *, hit: bool) -> None:
-        counts = ctx.run.state.get("cache")
+        run = ctx.run
+        counts = run.private.get("cache")
         if counts is None:
-            counts = ctx.run.state["cache"] = {"hits": 0, "misses": 0}
+            counts = run.private["cache"] = {"hits": 0, "misses": 0}
         if hit:
             self.hits += 1
             counts["hits"] += 1
         else:
             self.misses += 1
             counts["misses"] += 1
+        run.state["cache"] = {"hits": counts["hits"], "misses": counts["misses"]}
 
 
 MemoryStore = MemoryCache

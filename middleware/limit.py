@@ -41,8 +41,10 @@ class limit:
     `LimitReached`; with `on_limit="finish"` it is answered, without reaching
     the model, by a final message `final_text` with zero usage and `cached=True`
     (served without a model: a `cache` never stores it). Either way the
-    history holds no unanswered tool call. Counters are per run (kept in
-    `run.state`); place `limit` outside `retry` to count steps, not attempts.
+    history holds no unanswered tool call. Counters are per run, kept in
+    `run.private` (nothing a caller passes in `state=` reaches them; they
+    survive a pause and a crash); place `limit` outside `retry` to count
+    steps, not attempts.
     """
 
     __slots__ = ("final_text", "key", "model_calls", "on_limit", "per_tool", "tool_calls")
@@ -73,18 +75,18 @@ class limit:
         self.final_text = final_text
         bounds = json.dumps([model_calls, tool_calls, self.per_tool], sort_keys=True, separators=(",", ":"))
         self.key = f"limit:{bounds}"
-        """Where a run's counters live in `run.state`: plain JSON data (they survive a pause), one entry per
+        """Where a run's counters live in `run.private`: plain JSON data (they survive a pause), one entry per
         configuration (the same in every process, so a run resumed elsewhere keeps counting)."""
 
-    def _counts(self, state: dict[str, Any]) -> dict[str, Any]:
-        counts: dict[str, Any] | None = state.get(self.key)
+    def _counts(self, private: dict[str, Any]) -> dict[str, Any]:
+        counts: dict[str, Any] | None = private.get(self.key)
         if counts is None:
             spent = [name for name, n in self.per_tool.items() if n == 0]
-            counts = state[self.key] = {"model": 0, "tools": 0, "per_tool": {}, "spent": spent, "over": None}
+            counts = private[self.key] = {"model": 0, "tools": 0, "per_tool": {}, "spent": spent, "over": None}
         return counts
 
     async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
-        counts = self._counts(call.run.state)
+        counts = self._counts(call.run.private)
         if counts["over"] is None and self.model_calls is not None and counts["model"] >= self.model_calls:
             counts["over"] = ["model_calls", self.model_calls]
         if counts["over"] is not None:
@@ -111,7 +113,7 @@ class limit:
         )
 
     async def wrap_tool(self, call: ToolCall, call_next: ToolNext) -> ToolResult:
-        counts = self._counts(call.run.state)
+        counts = self._counts(call.run.private)
         maximum = self.per_tool.get(call.name)
         used = counts["per_tool"].get(call.name, 0)
         if maximum is not None and used >= maximum:

@@ -95,8 +95,10 @@ class retry:
     (never sent early). `tools` opts tool calls in: `True`, names, or a
     predicate on the `ToolCall`. The remaining keywords configure the
     `RetryPolicy` (or pass your own as `policy`). `sleep` and `clock` are
-    swapped in tests. Each retry adds 1 to `run.state["retries"]` and tells
-    a `log` outside what failed (`middleware.attempts`). Put `timeout`
+    swapped in tests. Each retry adds 1 to the run's count (kept in
+    `run.private`, where a caller's `state=` cannot set it), reported in
+    `run.state["retries"]`, and tells a `log` outside what failed
+    (`middleware.attempts`). Put `timeout`
     inside `retry` to bound each attempt, outside to bound them all.
     """
 
@@ -199,5 +201,6 @@ def _count(state: RetryCallState) -> None:
         error = _error(state)
         if error is not None:
             retried(ctx, error)
-        run_state = ctx.run.state
-        run_state["retries"] = run_state.get("retries", 0) + 1
+        run = ctx.run
+        private = run.private
+        private["retry"] = run.state["retries"] = private.get("retry", 0) + 1

@@ -4,9 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from middleware import budget, cache
+from middleware import approve, budget, cache
 from middleware.budget import PRICES, BudgetExceeded
-from onion import Agent, Handler, Message, ModelResponse, OnionError, Usage, check_history, tool
+from onion import (
+    Agent,
+    Handler,
+    Message,
+    ModelResponse,
+    OnionError,
+    RunState,
+    ToolCall,
+    ToolNext,
+    ToolResult,
+    Usage,
+    check_history,
+    tool,
+)
+from onion.stores import MemoryStore
 from onion.testing import ScriptedModel, call
 
 
@@ -126,3 +140,51 @@ async def test_cache_reads_and_writes_are_priced_at_the_models_cache_rates() -> 
     custom = budget(max_cost=100, prices={"my-model": (1.0, 2.0, 0.5, 4.0)})
     assert custom.cost("my-model", usage) == pytest.approx(1.0 + 0.5 + 4.0)
     assert budget(max_cost=1).cost("gpt-4o", Usage(2_000_000, 0, 1, 1_000_000)) == pytest.approx(2.5 + 1.25)
+
+
+class Crash(BaseException):
+    """Stands in for the worker dying: nothing in the run catches it."""
+
+
+async def crash_after_step(call_: ToolCall, call_next: ToolNext) -> ToolResult:
+    """The worker dies right after `step` ran, before its result is recorded."""
+    result = await call_next(call_)
+    if call_.name == "step":
+        raise Crash
+    return result
+
+
+def sixty_cents(tool_call: bool) -> ModelResponse:
+    """A response costing $0.60 at the "priced" model's (1.0, 1.0) USD per million tokens."""
+    return response("done", Usage(600_000, 0, 1), model="priced", tool_call=tool_call)
+
+
+PRICED = {"priced": (1.0, 1.0)}
+
+
+async def test_the_cost_lives_in_run_private_and_survives_a_pause_resumed_from_json() -> None:
+    """$0.60 spent before the pause still counts after `RunState` went through JSON: the next $0.60 goes over $1."""
+    model = ScriptedModel([sixty_cents(tool_call=True), sixty_cents(tool_call=False)])
+    spend = budget(max_cost=1.0, prices=PRICED)
+    agent = Agent(model, tools=[step]).use(spend, approve("step"))
+    paused = await agent.run("hi")
+    state = RunState.from_json(paused.to_state().to_json())
+    assert state.private[spend.key] == pytest.approx(0.6) and paused.state["cost"] == pytest.approx(0.6)
+    state.approve_all()
+    with pytest.raises(BudgetExceeded) as over:
+        await agent.resume(state)
+    assert over.value.cost == pytest.approx(1.2)
+
+
+async def test_the_cost_survives_a_crash_through_the_journal() -> None:
+    """A worker dies after spending $0.60: recovered elsewhere, the next $0.60 goes over the $1 budget."""
+    store = MemoryStore()
+    model = ScriptedModel([sixty_cents(tool_call=True)])
+    worker = Agent(model, tools=[step], store=store).use(budget(max_cost=1.0, prices=PRICED), crash_after_step)
+    with pytest.raises(Crash):
+        await worker.run("hi")
+    (record,) = await store.runs()
+    later = Agent(ScriptedModel([sixty_cents(tool_call=False)]), tools=[step], store=store)
+    with pytest.raises(BudgetExceeded) as over:
+        await later.use(budget(max_cost=1.0, prices=PRICED)).recover(record.run_id)
+    assert over.value.cost == pytest.approx(1.2)

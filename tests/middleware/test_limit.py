@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from middleware import cache, limit
+from middleware import approve, cache, limit
 from middleware.limit import LimitReached
-from onion import Agent, OnionError, check_history, tool
+from onion import Agent, OnionError, RunState, ToolCall, ToolNext, ToolResult, check_history, tool
+from onion.stores import MemoryStore
 from onion.testing import ScriptedModel, call
 
 
@@ -142,3 +143,40 @@ async def test_the_canned_answer_is_marked_as_not_from_a_model_so_a_cache_outsid
     assert stopped.output.startswith("I stopped here")
     result = await Agent(model).use(shared).run("q")
     assert result.output == "a real answer" and len(model.requests) == 1
+
+
+class Crash(BaseException):
+    """Stands in for the worker dying: nothing in the run catches it."""
+
+
+async def crash_after_search(call_: ToolCall, call_next: ToolNext) -> ToolResult:
+    """The worker dies right after `search` ran, before its result is recorded."""
+    result = await call_next(call_)
+    if call_.name == "search":
+        raise Crash
+    return result
+
+
+async def test_counters_live_in_run_private_and_survive_a_pause_resumed_from_json() -> None:
+    """The model call made before the pause still counts after `RunState` went through JSON: the next one stops."""
+    agent = Agent(looping_model(3), tools=[search]).use(limit(model_calls=1), approve("search"))
+    paused = await agent.run("q")
+    assert paused.paused and not any(key.startswith("limit") for key in paused.state)
+    state = RunState.from_json(paused.to_state().to_json())
+    assert state.private[limit(model_calls=1).key]["model"] == 1
+    state.approve_all()
+    with pytest.raises(LimitReached, match="model_calls"):
+        await agent.resume(state)
+
+
+async def test_counters_survive_a_crash_through_the_journal() -> None:
+    """A worker dies after the run's one allowed model call: recovered elsewhere, the next model call stops."""
+    store = MemoryStore()
+    worker = Agent(looping_model(3), tools=[search], store=store).use(limit(model_calls=1), crash_after_search)
+    with pytest.raises(Crash):
+        await worker.run("q")
+    (record,) = await store.runs()
+    later = looping_model(3)
+    with pytest.raises(LimitReached, match="model_calls"):
+        await Agent(later, tools=[search], store=store).use(limit(model_calls=1)).recover(record.run_id)
+    assert later.requests == []
