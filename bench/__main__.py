@@ -10,7 +10,21 @@ import sys
 import time
 from collections.abc import Callable
 
-from . import concurrency, durable, imports, library, loop, peers, redis_stores, sdk, serve, stack, temporal, tracing
+from . import (
+    concurrency,
+    durable,
+    imports,
+    library,
+    loop,
+    peers,
+    policy,
+    redis_stores,
+    sdk,
+    serve,
+    stack,
+    temporal,
+    tracing,
+)
 from .table import Row, render
 from .timing import FULL, QUICK, SMOKE, Scale
 
@@ -61,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         "tracing": lambda: tracing.rows(scale),
         "peers": lambda: peers.rows(scale, python),
         "concurrency": lambda: concurrency.rows(scale),
-        "library": lambda: library.rows(scale),
+        "library": lambda: library.rows(scale) + policy.rows(scale),
         "durable": lambda: durable.rows(scale),
         "redis": lambda: redis_stores.rows(scale),
         "serve": lambda: serve.rows(scale),

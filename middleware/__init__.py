@@ -6,6 +6,7 @@ Every piece is an ordinary middleware written against onion's public API.
 from __future__ import annotations
 
 from .approve import approve
+from .authorize import Allow, Ask, Deny, authorize
 from .budget import budget
 from .cache import cache
 from .compact import compact
@@ -26,8 +27,12 @@ from .tools_filter import allow_tools, deny_tools
 from .tripwire import tripwire
 
 __all__ = [
+    "Allow",
+    "Ask",
+    "Deny",
     "allow_tools",
     "approve",
+    "authorize",
     "budget",
     "cache",
     "compact",

@@ -24,6 +24,7 @@ from onion import (
     ToolsNext,
 )
 
+from . import _decisions
 from .attempts import unwatch, watch
 from .patterns import BUILTIN, scrub, scrub_value
 
@@ -38,13 +39,14 @@ class log:
     a tool answered with an error), with the message
     `"<kind> <what> <outcome> <ms>ms ..."` and structured `extra` fields:
     `kind`, `what`, `outcome`, `duration_ms`, `run_id`, `input_tokens`,
-    `output_tokens`, `error`, `reason`, `retries` and, when `payloads` is
-    true, `payload`. The outcome is `"ok"`, `"error"` (the call raised, or a
+    `output_tokens`, `error`, `reason`, `retries`, `decision` and, when
+    `payloads` is true, `payload`. The outcome is `"ok"`, `"error"` (the call raised, or a
     tool's error result: `error` holds its text), `"blocked"` (a layer
     refused the tool call with `ToolCall.block`: `reason` says why),
     `"paused"` (a tool call paused for approval, or a run that paused:
     `reason`) or `"cancelled"`. When a `retry` inside tried the call again,
-    `retries` lists what failed before each new attempt.
+    `retries` lists what failed before each new attempt; when an `authorize`
+    inside decided the tool call, `decision` says how and by which rule.
 
     Secrets and personal data (the one set `redact` uses too,
     `middleware.patterns.BUILTIN`: API keys, bearer tokens, `api_key=` style
@@ -115,15 +117,17 @@ class log:
             return await call_next(ctx)
         started = time.perf_counter()
         failures, token = watch()
+        told, telling = _decisions.watch()
         try:
             result = await call_next(ctx)
         except BaseException as error:
             outcome = "error" if isinstance(error, Exception) else "cancelled"
-            self._record(ctx, what, outcome, started, None, error, failures, resumed)
+            self._record(ctx, what, outcome, started, None, error, failures, resumed, told)
             raise
         finally:
+            _decisions.unwatch(telling)
             unwatch(token)
-        self._record(ctx, what, "ok", started, result, None, failures, resumed)
+        self._record(ctx, what, "ok", started, result, None, failures, resumed, told)
         return result
 
     def _record(
@@ -136,6 +140,7 @@ class log:
         error: BaseException | None,
         failures: list[tuple[Any, BaseException]],
         resumed: str | None,
+        told: list[tuple[Any, str]],
     ) -> None:
         reason = None
         if error is None:
@@ -167,6 +172,10 @@ class log:
             name = "error" if outcome == "error" else "reason"
             fields[name] = self._line(reason)
             message += f" ({fields[name]})"
+        decisions = [self._line(text) for c, text in told if c is ctx]
+        if decisions:
+            fields["decision"] = "; ".join(decisions)
+            message += f" policy: {fields['decision']}"
         retried = [self._line(f"{type(e).__name__}: {e}") for c, e in failures if c is ctx]
         if retried:
             fields["retries"] = retried

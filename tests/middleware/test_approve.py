@@ -56,11 +56,14 @@ def outside_tmp(call: ToolCall) -> bool:
         (approve(re.compile(r"delete.*")), ["b", "c"]),
         (approve(re.compile(r"del")), []),
         (approve(outside_tmp), ["a", "c"]),
+        (approve("delete*"), ["b", "c"]),
+        (approve("del?te"), ["b"]),
+        (approve(["read", re.compile(r"delete_\w+")]), ["a", "c"]),
     ],
-    ids=["bare", "name", "list", "regex", "regex-fullmatch", "function"],
+    ids=["bare", "name", "list", "regex", "regex-fullmatch", "function", "glob", "glob-one-character", "mixed-list"],
 )
 async def test_approve_pauses_the_calls_its_matcher_selects(layer: Any, paused: list[str]) -> None:
-    """Bare it pauses every call; a name, list, regex (whole name) or `fn(call)` selects which."""
+    """Bare it pauses every call; a name, glob, list, regex (whole name) or `fn(call)` selects which."""
     assert await paused_ids(layer) == paused
 
 
@@ -89,6 +92,7 @@ def test_approve_refuses_a_matcher_it_cannot_use() -> None:
     with pytest.raises(TypeError, match="must hold tool names"):
         approve(["delete", 3])  # type: ignore[list-item]
     assert repr(approve("delete")) == "<approve('delete')>"
+    assert repr(approve(["delete", re.compile("d.*")])) == "<approve(['delete', re.compile('d.*')])>"
 
 
 async def test_a_run_with_redact_and_limit_pauses_as_json_and_limit_counts_each_call_once() -> None:
