@@ -43,7 +43,7 @@ class Discard:
 
 def model_chain(agent: Agent) -> Batch:
     """Model calls through the agent's model chain as built now (tracing on or off), a fresh `ModelCall` each."""
-    chain = agent._compiled().model
+    chain = agent._compiled().model_chain
     run = Run(agent, "question", [Message.user("question")])
     messages, model = run.messages, agent.model
 

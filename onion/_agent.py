@@ -346,7 +346,7 @@ class Agent(Generic[OutputT]):
                 return await run_in_session(loop, input, state, output, session_of(self, session), emit, principal)
             run = Run(self, input, first_messages(self, input), state, output, principal)
             run.emit = emit
-            return await (loop.run_chain(run) if self.store is None else journaled(loop, run, self.store))
+            return await (loop.run_through(run) if self.store is None else journaled(loop, run, self.store))
 
         return EventStream(produce, self.output_type if output_type is None else output_type)
 

@@ -8,7 +8,7 @@ tracing is on. The core never imports tracing: it only calls what is here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ._stack import Stack
@@ -16,16 +16,6 @@ if TYPE_CHECKING:
 
 active: Tracer | None = None
 """What tracing is on now (set by `onion.tracing`); None when it is off."""
-
-
-class Chains(NamedTuple):
-    """The four chains of one build of an agent's stack, with the stack they came from."""
-
-    run: Handler
-    model: Handler
-    tools: Handler
-    tool: Handler
-    stack: Stack
 
 
 def compose(stack: Stack, kind: Kind, terminal: Handler, checked: bool, tracer: Tracer | None) -> Handler:

@@ -1,16 +1,16 @@
-"""The types of `call_next`, one per kind of call, so that `return await call_next(ctx)` type-checks."""
+"""The types of `call_next`, one per kind of call, so that `return await call_next(ctx)` type-checks.
+
+`Handler`, the `call_next` of a layer that wraps several kinds, is the bottom floor's (`onion.types`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from ._calls import ModelCall, ToolBatch, ToolCall
 from ._results import ModelResponse, ToolResult
 from ._run import Run, RunResult
-
-Handler = Callable[[Any], Awaitable[Any]]
-"""`call_next` for a layer that wraps several kinds: takes the context, returns an awaitable of the result."""
+from .types import Handler as Handler
 
 RunNext = Callable[[Run], Awaitable[RunResult]]
 """`call_next` of a run layer: `async def mw(ctx: Run, call_next: RunNext) -> RunResult`."""

@@ -3,7 +3,7 @@
 A `Loop` is one build of an agent's stack: its four chains, and the handlers
 at their innermost points (`loop`, `request`, `run_batch`, `execute`), which
 use the chains they belong to instead of building them again. A run goes
-through `Loop.run_chain`; a resumed or recovered run first finishes the one
+through `Loop.run_through`; a resumed or recovered run first finishes the one
 batch it holds (`run._pending`), then goes on as any run.
 """
 
@@ -70,7 +70,18 @@ class LoopAgent(ToolsAgent, AgentLike, Protocol):
 class Loop(ToolStep):
     """One build of `agent`'s stack: the chains of the four kinds and their innermost handlers."""
 
-    __slots__ = ("agent", "model", "offered", "profiled", "run", "stack", "tool", "tools", "tracer", "version")
+    __slots__ = (
+        "agent",
+        "model_chain",
+        "offered",
+        "profiled",
+        "run_chain",
+        "stack",
+        "tool_chain",
+        "tools_chain",
+        "tracer",
+        "version",
+    )
     agent: LoopAgent
 
     def __init__(
@@ -89,19 +100,16 @@ class Loop(ToolStep):
         self.version = stack.version
         self.tracer = tracer
         self.profiled = profiled
-        self.run = compose(stack, "run", self.loop, checked, tracer)
-        self.model = compose(stack, "model", self.request, checked, tracer)
-        self.tools = compose(stack, "tools", self.run_batch, checked, tracer)
-        self.tool = compose(stack, "tool", self.execute, checked, tracer)
+        self.run_chain = compose(stack, "run", self.loop, checked, tracer)
+        self.model_chain = compose(stack, "model", self.request, checked, tracer)
+        self.tools_chain = compose(stack, "tools", self.run_batch, checked, tracer)
+        self.tool_chain = compose(stack, "tool", self.execute, checked, tracer)
 
     def stale(self, stack: Stack, tracer: Tracer | None, profiled: bool) -> bool:
         """True once this build no longer fits: the stack changed, tracing turned on or off, a profiler started."""
         return self.version != stack.version or self.tracer is not tracer or self.profiled is not profiled
 
-    def __iter__(self) -> Any:  # unpacks as the chains did: run, model, tools, tool, stack
-        return iter((self.run, self.model, self.tools, self.tool, self.stack))
-
-    async def run_chain(self, run: Run) -> RunResult[Any]:
+    async def run_through(self, run: Run) -> RunResult[Any]:
         """`run` through the run chain, checking what the chain returns; injected messages land at its end.
 
         A run resumed with its run pause rejected ends here, before its run layers (`CallRejected`).
@@ -109,7 +117,7 @@ class Loop(ToolStep):
         return self.finish(run, await self.start(run))
 
     def start(self, run: Run) -> Awaitable[Any]:
-        """What `run_chain` awaits: the run chain on `run`, after the model's `prepare()` if it has one.
+        """What `run_through` awaits: the run chain on `run`, after the model's `prepare()` if it has one.
 
         (`agent.run` awaits it itself, then `finish`: one coroutine fewer a run.)
         """
@@ -119,11 +127,11 @@ class Loop(ToolStep):
         prepare = getattr(self.agent.model, "prepare", None)
         if prepare is not None:  # the model's client, set up before any layer's clock starts
             return self.prepared(prepare, run)
-        return self.run(run)
+        return self.run_chain(run)
 
     async def prepared(self, prepare: Callable[[], Awaitable[Any]], run: Run) -> Any:
         await prepare()
-        return await self.run(run)
+        return await self.run_chain(run)
 
     def finish(self, run: Run, result: Any) -> RunResult[Any]:
         """`result` of the run chain, checked; the messages injected meanwhile land at its end."""
@@ -201,7 +209,7 @@ class Loop(ToolStep):
             call = ModelCall(run, list(run.messages), list(offered), agent.model, agent.settings)
             if approve:
                 call.approved, approve = True, False
-            response = await self.model(call)
+            response = await self.model_chain(call)
             if type(response) is not ModelResponse and not isinstance(response, ModelResponse):
                 raise bad_result(self.stack, "model", response)
             if call.pause_reason is not None:

@@ -48,8 +48,8 @@ class ToolStep:
     agent: ToolsAgent
     offered: OfferedTools
     stack: Stack
-    tools: Handler
-    tool: Handler
+    tools_chain: Handler
+    tool_chain: Handler
 
     async def tool_step(
         self,
@@ -65,7 +65,7 @@ class ToolStep:
         aside in `run._paused`). A failed or cancelled batch answers every call with an error, then raises.
         """
         try:
-            results = await self.tools(ToolBatch(run, calls, response)) if calls else []
+            results = await self.tools_chain(ToolBatch(run, calls, response)) if calls else []
             if type(results) is not list or len(results) != len(calls):
                 raise bad_result(self.stack, "tools", results, expected_count=len(calls))
             answers = []
@@ -134,7 +134,7 @@ class ToolStep:
         Not a hook's failure (`HookFailed`): that stops the run with the hook's own exception.
         """
         try:
-            result = await self.tool(call)
+            result = await self.tool_chain(call)
         except (MiddlewareError, RunBusy):
             raise
         except HookFailed as failed:

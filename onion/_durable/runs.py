@@ -71,7 +71,7 @@ async def journaled(
     run.journal = journal
     try:
         with journal.stop_when_lost():
-            result = await loop.run_chain(run)
+            result = await loop.run_through(run)
         await journal.begin_now(run)  # a run layer answered without the loop
         inline = journal.inline
         if result.paused:

@@ -103,7 +103,7 @@ async def resume_run(
     if keys and not engine_keeps_history():
         CONSUMED.take(state, agent.name, agent.state_ttl)
     if conversation is None:
-        return await loop.run_chain(run)
+        return await loop.run_through(run)
     async with conversation.lock() as lock:
         return await _appended(loop, run, conversation, lock)
 
@@ -120,7 +120,7 @@ def _its_session(run: Run, conversation: Session | None) -> Session:
 
 async def _appended(loop: Loop, run: Run, conversation: Session, lock: str) -> RunResult[Any]:
     """Run `run` (no store); append its own messages to `conversation` under `lock` once it completes."""
-    result = await loop.run_chain(run)
+    result = await loop.run_through(run)
     if not result.paused and not await committed(conversation.append(result.messages[run.session_from :], lock=lock)):
         raise session_lost(run.id, conversation.session_id)
     return result

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .._agent import Agent
-from ..testing._cassette import Mode, cassette
+from ..testing import CassetteMode, cassette
 from ._checks import check_name, verdict
 from ._report import CaseResult, CheckResult, Report
 from ._trajectory import Case, input_text, slug, trajectory
@@ -24,7 +24,7 @@ async def evaluate(
     cases: Sequence[Case],
     *,
     cassettes: str | os.PathLike[str] | None = None,
-    mode: Mode = "once",
+    mode: CassetteMode = "once",
     tools: bool = False,
     concurrency: int = 8,
     progress: bool | None = None,

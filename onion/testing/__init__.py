@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._cassette import Cassette, cassette
+from ._cassette import Cassette, CassetteMode, cassette
 from ._cassette_match import CassetteMismatch
 from ._models import FunctionModel, ScriptedModel, ScriptItem, call, to_response
 from ._redis import RedisServer
@@ -25,6 +25,7 @@ from .server import (
 __all__ = [
     "BadGzip",
     "Cassette",
+    "CassetteMode",
     "CassetteMismatch",
     "Delay",
     "DropConnection",

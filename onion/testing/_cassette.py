@@ -36,7 +36,8 @@ from ._cassette_entries import (
 )
 from ._cassette_match import CassetteMismatch, Matcher, ignored
 
-Mode = Literal["once", "record", "replay"]
+CassetteMode = Literal["once", "record", "replay"]
+"""How a cassette treats its file: record when missing (`"once"`), always record, or only replay."""
 MODES = ("once", "record", "replay")
 VERSION = 1
 
@@ -65,12 +66,17 @@ class Cassette:
     )
 
     def __init__(
-        self, path: str | os.PathLike[str], *, mode: Mode = "once", ignore: Iterable[str] = (), tools: bool = False
+        self,
+        path: str | os.PathLike[str],
+        *,
+        mode: CassetteMode = "once",
+        ignore: Iterable[str] = (),
+        tools: bool = False,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"cassette mode must be one of {', '.join(map(repr, MODES))}, not {mode!r}")
         self.path = Path(path)
-        self.mode: Mode = mode
+        self.mode: CassetteMode = mode
         self.ignore = tuple(ignore)
         self.tools = tools
         self.recording = False
@@ -241,7 +247,7 @@ class Cassette:
 
 
 def cassette(
-    path: str | os.PathLike[str], *, mode: Mode = "once", ignore: Iterable[str] = (), tools: bool = False
+    path: str | os.PathLike[str], *, mode: CassetteMode = "once", ignore: Iterable[str] = (), tools: bool = False
 ) -> Cassette:
     """Record the model calls made inside the block to `path` (JSON), or replay them from it.
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from ._cassette import Cassette, Mode
+    from ._cassette import Cassette, CassetteMode
 
 _UNSAFE = re.compile(r"[^\w.\[\]-]+")
 
@@ -56,7 +56,7 @@ def cassette_path(request: pytest.FixtureRequest, name: str | None = None) -> Pa
     return folder / module / f"{_UNSAFE.sub('_', test)}.json"
 
 
-def _mode(config: pytest.Config) -> Mode:
+def _mode(config: pytest.Config) -> CassetteMode:
     record, replay = config.getoption("onion_record"), config.getoption("onion_replay")
     if record and replay:
         raise pytest.UsageError("--onion-record and --onion-replay contradict each other: pass one")

@@ -140,6 +140,18 @@ def test_middleware_imports_only_public_onion_names() -> None:
     assert offenders == []
 
 
+def test_onion_evals_imports_only_public_names_of_onion_testing() -> None:
+    """onion.evals is built on onion.testing as a user would build on it: its public names, no private module."""
+    offenders = sorted(
+        f"{name} imports {module}"
+        for name, found in graph().items()
+        if name.startswith("onion.evals")
+        for module, _ in found
+        if module.startswith("onion.testing.")
+    )
+    assert offenders == []
+
+
 def test_the_stores_never_read_the_journal() -> None:
     """A store keeps records: no module of onion.stores imports the durable wing (not even inside a function),
     but for the `RunState` type its `load` answers, named for the type checker only."""

@@ -118,12 +118,12 @@ async def test_chains_go_back_to_untraced_when_the_last_capture_ends() -> None:
 
     agent = Agent(ScriptedModel(["a", "b", "c"]), middleware=[first])
     await agent.run("q")
-    assert agent._compiled().model.__code__ == first.__code__
+    assert agent._compiled().model_chain.__code__ == first.__code__
     with tracing.capture():
         await agent.run("q")
-        assert agent._compiled().model.__code__ != first.__code__
+        assert agent._compiled().model_chain.__code__ != first.__code__
     await agent.run("q")
-    assert agent._compiled().model.__code__ == first.__code__
+    assert agent._compiled().model_chain.__code__ == first.__code__
 
 
 async def test_note_and_waited_from_a_layer_show_next_to_it_and_do_nothing_untraced() -> None:

@@ -401,15 +401,15 @@ async def test_tracing_off_builds_chains_without_any_wrapper() -> None:
 
     agent = Agent(ScriptedModel(["a", "b", "c"]), middleware=[first])
     await agent.run("hi")
-    assert agent._compiled().model.__code__ == first.__code__
+    assert agent._compiled().model_chain.__code__ == first.__code__
     tracing.instrument(TracerProvider())
     try:
         await agent.run("hi")
-        assert agent._compiled().model.__code__ != first.__code__
+        assert agent._compiled().model_chain.__code__ != first.__code__
     finally:
         tracing.uninstrument()
     await agent.run("hi")
-    assert agent._compiled().model.__code__ == first.__code__
+    assert agent._compiled().model_chain.__code__ == first.__code__
 
 
 async def test_an_exporter_lets_each_finished_call_go_while_its_run_goes_on() -> None:
