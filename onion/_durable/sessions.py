@@ -88,19 +88,22 @@ async def resume_run(
     With a store, the run the store saved goes on (`_durable.resume_paused`);
     without, the state must be trusted (`check_trusted`) and goes on in
     memory, on its session if it paused on one; a signed state goes on once in
-    this process (`trust.CONSUMED`), unless a durable engine keeps the history.
+    this process (`trust.CONSUMED`) and within the agent's `state_ttl`, unless
+    a durable engine runs it (its history keeps the state, however long it
+    waited for decisions, and replays the resume).
     """
     agent = loop.agent
     store: Store | None = agent.store
     if store is not None:
         return await resume_paused(loop, state, output_type, store, session, emit, by)
     keys = signing_keys(agent.state_key)
-    check_trusted(state, keys, agent.name, agent.state_ttl)
+    in_engine = engine_keeps_history()
+    check_trusted(state, keys, agent.name, None if in_engine else agent.state_ttl)
     check_tenant(state.run_id, state.principal, by)
     run = await loop.resumed(state, output_type, by)
     run.emit = emit
     conversation = None if run.session is None else _its_session(run, session)
-    if keys and not engine_keeps_history():
+    if keys and not in_engine:
         CONSUMED.take(state, agent.name, agent.state_ttl)
     if conversation is None:
         return await loop.run_through(run)

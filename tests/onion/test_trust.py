@@ -214,3 +214,40 @@ async def test_the_time_a_state_was_signed_and_where_it_lives_are_signed() -> No
 def test_a_state_ttl_that_is_not_a_positive_number_of_seconds_is_refused(ttl: float) -> None:
     with pytest.raises(ValueError, match="payer: state_ttl"):
         Agent(FunctionModel(pays_alice_and_bob), name="payer", state_ttl=ttl)
+
+
+class WaitsInPlace:
+    """A durable engine's boundary (as `onion.temporal`'s in a workflow): models and tools as they are, and a
+    pause's decisions waited for in place, its own history keeping what went on."""
+
+    def model(self, call: ModelCall) -> Any:
+        return call.model
+
+    async def tool(self, call: Any, invoke: Any) -> Any:
+        return await invoke()
+
+    async def paused(self, agent: Any, result: Any) -> Any:
+        return result
+
+
+async def test_inside_a_durable_engine_a_state_decided_after_a_long_wait_resumes_and_is_not_remembered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A workflow takes its paused run's state before it waits (days, maybe) and resumes it in place on replay
+    too: neither `state_ttl` nor the process's record of resumed states applies to it."""
+    from onion._boundary import BOUNDARY
+
+    send_money, sent = bank()
+    agent = payer(send_money, state_key=KEY, state_ttl=60)
+    state = await decided(agent)
+    signed = time.time()
+    monkeypatch.setattr(time, "time", lambda: signed + 3 * 86400)
+    token = BOUNDARY.set(WaitsInPlace())
+    try:
+        assert (await agent.resume(state)).output == "done"
+        assert (await agent.resume(again(state))).output == "done"  # a replay on the same worker
+    finally:
+        BOUNDARY.reset(token)
+    assert len(sent) == 4
+    with pytest.raises(RunStateError, match="state_ttl"):
+        await agent.resume(again(state))
