@@ -25,6 +25,7 @@ from ._events import (
     ToolCallStarted,
     ToolResultEvent,
 )
+from ._exports import export
 from ._handlers import Handler, ModelNext, RunNext, ToolNext, ToolsNext
 from ._history import check_history
 from ._layers import Layer
@@ -122,3 +123,5 @@ def __getattr__(name: str) -> Any:
 
 
 _LAZY = frozenset(("evals", "mcp", "prices", "providers", "scrub", "stores", "temporal", "testing", "tracing", "types"))
+
+export(globals())

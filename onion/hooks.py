@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, cast, overload
 
 from ._calls import ModelCall, ToolBatch, ToolCall
+from ._exports import export
 from ._hook import _NO_MATCHER, Block, Errors, Hook, Matcher, Modify, Pause
 from ._results import ModelResponse, ToolResult
 from ._run import Run, RunResult
@@ -292,3 +293,6 @@ def from_dict(
         for function in [functions] if callable(functions) else functions:
             stack.use(hook(event, function, errors=errors))
     return stack
+
+
+export(globals())

@@ -18,6 +18,7 @@ A check is any function of the `Trajectory` answering `bool` or a `Verdict`
 
 from __future__ import annotations
 
+from .._exports import export
 from ._checks import (
     Check,
     Verdict,
@@ -59,3 +60,5 @@ __all__ = [
     "paused",
     "usage_under",
 ]
+
+export(globals())

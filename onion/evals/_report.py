@@ -77,10 +77,11 @@ class Report:
         for case in self.cases:
             passed = sum(check.passed for check in case.checks)
             result = "pass" if case.passed else "FAIL"
-            failing = [f"run: {case.error}"] if case.error is not None else []
-            failing += [f"{check.name}: {check.detail}" if check.detail else check.name for check in case.failed_checks]
+            failing = [f"{check.name}: {check.detail}" if check.detail else check.name for check in case.failed_checks]
             row = f"{case.name[:name_width]:<{name_width}}  {result:<6}  {f'{passed}/{len(case.checks)}':>6}  "
             row += f"{case.usage.total_tokens:>6}  "
+            if case.error is not None:  # no checks ran: the row is the error
+                row, failing = f"{case.name[:name_width]:<{name_width}}  ", [f"run failed: {case.error}"]
             indent = " " * len(row)
             room = max(width - len(row), 30)
             wrapped = [line for text in failing for line in _wrap(text, room)]
@@ -116,7 +117,7 @@ STYLE = (
 
 def _case_row(case: CaseResult) -> str:
     result = '<span class="pass">pass</span>' if case.passed else '<span class="fail">FAIL</span>'
-    items = [f'<li class="fail">run raised: {escape(case.error)}</li>'] if case.error is not None else []
+    items = [f'<li class="fail">run failed: {escape(case.error)}</li>'] if case.error is not None else []
     for check in case.checks:
         mark = "pass" if check.passed else "fail"
         detail = f' <span class="detail">{escape(check.detail)}</span>' if check.detail else ""

@@ -52,8 +52,11 @@ async def evaluate(
         async with gate:
             path = None if folder is None else folder / f"{case_name}.json"
             block = contextlib.nullcontext() if path is None else cassette(path, mode=mode, tools=tools)
-            with block:
-                result = await run_case(agent if isinstance(agent, Agent) else agent(), case, case_name)
+            try:
+                with block:
+                    result = await run_case(agent if isinstance(agent, Agent) else agent(), case, case_name)
+            except Exception as error:  # the cassette: missing in replay mode, unreadable, or not saved
+                result = CaseResult(case_name, input_text(case.input), "", error=failure(error))
             bar.advance(result.passed)
             return result
 
@@ -76,7 +79,7 @@ async def run_case(agent: Agent[Any], case: Case, name: str) -> CaseResult:
     try:
         result = await agent.run(case.input, state=case.state, output_type=case.output_type)
     except Exception as error:
-        return CaseResult(name, text, "", error=f"{type(error).__name__}: {error}")
+        return CaseResult(name, text, "", error=failure(error))
     model = str(getattr(agent.model, "name", agent.model))
     path = trajectory(case, result, model)
     checks = []
@@ -87,6 +90,12 @@ async def run_case(agent: Agent[Any], case: Case, name: str) -> CaseResult:
     if result.paused:
         output = f"(paused: {', '.join(call.name for call in result.pending)})"
     return CaseResult(name, text, output, checks, result.usage)
+
+
+def failure(error: Exception) -> str:
+    """A case's error as its report shows it: `CassetteMismatch: cassette cassettes/x.json ...`, paths under the
+    working directory relative to it (the same report on every machine)."""
+    return f"{type(error).__name__}: {error}".replace(f"{Path.cwd()}{os.sep}", "")
 
 
 def case_names(cases: Sequence[Case]) -> list[str]:

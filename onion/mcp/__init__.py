@@ -5,6 +5,8 @@ Needs the MCP SDK: `pip install 'onion[mcp]'`. See docs/mcp.md.
 
 from __future__ import annotations
 
+from .._exports import export
+
 try:
     import mcp as _sdk  # noqa: F401
 except ImportError as error:  # pragma: no cover - the SDK is a dev dependency
@@ -14,3 +16,5 @@ from ._server import MCPServer
 from ._tool import MCPTool, tool_result
 
 __all__ = ["MCPServer", "MCPTool", "tool_result"]
+
+export(globals())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._exports import export, shown_in
 from ._protocols import (
     CacheStore,
     RateStore,
@@ -49,7 +50,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'onion.stores' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module, __name__), name)
+    value = shown_in(__name__, getattr(importlib.import_module(module, __name__), name))
     globals()[name] = value
     return value
 
@@ -71,3 +72,5 @@ __all__ = [
     "SlotStore",
     "Store",
 ]
+
+export(globals())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .._exports import export
 from ._cassette import Cassette, CassetteMode, cassette
 from ._cassette_match import CassetteMismatch
 from ._models import FunctionModel, ScriptedModel, ScriptItem, call, to_response
@@ -47,3 +48,5 @@ __all__ = [
     "malformed_call",
     "to_response",
 ]
+
+export(globals())

@@ -15,8 +15,11 @@ when `instrument()` is called or a capture starts.
 
 from __future__ import annotations
 
+from .._exports import export
 from ._capture import Trace, capture
 from ._otel import instrument, uninstrument
 from ._spans import Span, note, waited
 
 __all__ = ["Span", "Trace", "capture", "instrument", "note", "uninstrument", "waited"]
+
+export(globals())

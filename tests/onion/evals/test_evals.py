@@ -278,3 +278,28 @@ async def test_progress_is_a_bar_on_stderr_when_asked_and_silent_otherwise(capsy
     assert "] 0/2 cases" in drawn and "[" + "#" * 30 + "] 2/2 cases, 1 failed\n" in drawn
     await evaluate(Agent(FunctionModel(lambda call: "x")), cases)
     assert capsys.readouterr().err == ""
+
+
+async def test_a_case_whose_run_failed_says_run_failed_with_the_error_not_a_count_of_checks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its row reads `run failed: CassetteMismatch: cassette cassettes/boom.json ...` (a path under the working
+    directory shown relative to it), not `FAIL 0/0`; the page says the same."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cassettes").mkdir()
+    (tmp_path / "cassettes" / "boom.json").write_text('{"version": 1, "model_calls": []}')
+    cases = [Case("boom", expected="fine")]
+    report = await evaluate(Agent(ScriptedModel([])), cases, cassettes=tmp_path / "cassettes", mode="replay")
+    row = str(report).splitlines()[4]
+    assert row.startswith("boom  run failed: CassetteMismatch: cassette cassettes/boom.json holds no model call")
+    assert "0/" not in row and str(tmp_path) not in str(report)
+    assert "run failed: CassetteMismatch: cassette cassettes/boom.json" in report.to_html()
+
+
+async def test_a_cassette_missing_in_replay_fails_its_case_and_the_others_go_on(tmp_path: Path) -> None:
+    """`mode="replay"` with no file for a case: that case fails naming the file; the eval goes on."""
+    agent = Agent(ScriptedModel(["fine"]))
+    await evaluate(agent, [Case("calm", expected="fine")], cassettes=tmp_path)
+    report = await evaluate(agent, [Case("calm", expected="fine"), Case("new")], cassettes=tmp_path, mode="replay")
+    assert [case.passed for case in report.cases] == [True, False]
+    assert report.cases[1].error is not None and "new.json does not exist" in report.cases[1].error
