@@ -39,4 +39,6 @@ async def load_state(store: RunStore, run_id: str) -> RunState:
         usage=replayed.usage,
         state=replayed.state,
         output=last.text if last is not None and last.role == "assistant" else "",
+        principal=replayed.principal,
+        decisions=replayed.decisions,
     )

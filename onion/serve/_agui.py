@@ -26,6 +26,7 @@ from onion import (
     Event,
     Message,
     ModelCallFinished,
+    Principal,
     RunFinished,
     RunResult,
     StreamReset,
@@ -49,17 +50,19 @@ def parse(data: dict[str, Any]) -> core.RunAgentInput:
         raise Problem(422, f"not an AG-UI RunAgentInput: field {where!r}: {first['msg']}") from None
 
 
-async def events(agent: Agent[Any], given: core.RunAgentInput) -> AsyncIterator[bytes]:
-    """The AG-UI events of the run `given` asks for (or of the resume its `resume` entries decide)."""
+async def events(agent: Agent[Any], given: core.RunAgentInput, principal: Principal | None) -> AsyncIterator[bytes]:
+    """The AG-UI events of the run `given` asks for (or of the resume its `resume` entries decide), for
+    `principal`."""
     encode = EventEncoder().encode
     thread, run = given.thread_id, given.run_id
     yield encode(core.RunStartedEvent(thread_id=thread, run_id=run)).encode()
     try:
         if given.resume:
-            state = await decided(agent, *decisions(given.resume))
-            source = resumed(agent, state)
+            run_id, decided_here = decisions(given.resume)
+            state = await decided(agent, run_id, decided_here, principal)
+            source = resumed(agent, state, principal)
         else:
-            source = started(agent, given)
+            source = started(agent, given, principal)
         async for event in translated(source, given):
             yield encode(event).encode()
     except Problem as problem:
@@ -69,7 +72,7 @@ async def events(agent: Agent[Any], given: core.RunAgentInput) -> AsyncIterator[
         yield encode(core.RunErrorEvent(message=failed["message"], code=failed["error"])).encode()
 
 
-def started(agent: Agent[Any], given: core.RunAgentInput) -> AsyncIterator[Event]:
+def started(agent: Agent[Any], given: core.RunAgentInput, principal: Principal | None) -> AsyncIterator[Event]:
     """The events of the run `given` asks for (its thread the session when the agent has a store)."""
     session = given.thread_id if agent.store is not None else None
     history = messages(given.messages)
@@ -77,7 +80,7 @@ def started(agent: Agent[Any], given: core.RunAgentInput) -> AsyncIterator[Event
         raise Problem(422, "field 'messages' is empty: send the conversation, its last message the user's")
     input: Any = history[-1:] if session is not None else history
     state = given.state if isinstance(given.state, dict) else None
-    return agent.stream(input, state=state, session=session)
+    return agent.stream(input, state=state, session=session, principal=principal)
 
 
 async def translated(source: AsyncIterator[Event], given: core.RunAgentInput) -> AsyncIterator[core.BaseEvent]:

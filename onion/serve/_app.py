@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hmac
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -13,40 +14,49 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from onion import Agent, OnionError
+from onion import Agent, OnionError, Principal
+from onion.errors import CallRejected
 
 from . import _agui
-from ._auth import COOKIE, BodyTooLarge, Guard, derived
+from ._auth import SIGN_IN_HOURS, Auth, BodyTooLarge, Doors, Guard
 from ._bodies import MAX_BODY, Problem, decisions, parse_json, result_json, run_request
 from ._channel import Channel, Channels, name_the_channel
 from ._page import error_page, form_decisions, inbox_page, sign_in_page
 from ._runs import decide, decided, error_json, follow, listed, resume_streamed, shown, start, store_of
 
 FORM = "application/x-www-form-urlencoded"
+logger = logging.getLogger("onion.serve")
 
 
 def serve(
     agent: Agent[Any],
     *,
     token: str | None = None,
+    tokens: Mapping[str, Principal] | None = None,
+    auth: Auth | None = None,
+    allowed_hosts: Iterable[str] | None = None,
+    approvers: Iterable[str] | None = None,
     heartbeat: float = 15.0,
     max_body: int = MAX_BODY,
     keep_events: float = 600.0,
 ) -> Starlette:
     """A Starlette app serving `agent`: runs (JSON or SSE), the store's runs and decisions, AG-UI, the page.
 
-    `token`: every route requires `Authorization: Bearer <token>` (the page
-    signs in once into a cookie). `heartbeat`: seconds between SSE comments
-    while a run sends nothing. `max_body`: the largest request body, in
-    bytes. `keep_events`: seconds a streamed run's events stay for clients
-    that reconnect (`GET /runs/{run_id}/events`). Adds one run layer to
-    `agent` that names each streamed run's channel (it does nothing outside
-    a stream of this server).
+    Who is asking (docs/serve.md, "Who is asking"): `tokens` maps per-person bearer tokens to principals (the
+    page signs in once into a cookie); `auth(request)` (sync or async) answers a `Principal` or None (401) for
+    your own check; `token` alone is one principal. A principal sees and decides only runs of its tenant;
+    `approvers`: roles one of which a principal needs to decide. `allowed_hosts`: the `Host` names answered
+    (default: loopback names without credentials, else any). `heartbeat`: seconds between SSE comments while
+    a run sends nothing. `max_body`: the largest request body, in bytes. `keep_events`: seconds a streamed
+    run's events stay for clients that reconnect (`GET /runs/{run_id}/events`). `agent` is not changed: the
+    server runs it with one more run layer, beside it, that names each streamed run's channel.
     """
     if token is not None and (not isinstance(token, str) or not token):
         raise ValueError("serve(token=...): the token must be a non-empty string (or None for no auth)")
+    doors = Doors(token, tokens, auth, agent.name)
+    deciders = None if approvers is None else frozenset(approvers)
     channels = Channels(keep_events)
-    agent.use(name_the_channel)
+    agent = agent._restacked(name_the_channel, agent.stack)
 
     def sse(channel: Channel, after: int = 0) -> StreamingResponse:
         body = follow(channel, after, heartbeat, cancel_on_leave=agent.store is None)
@@ -56,12 +66,13 @@ def serve(
         run = run_request(parse_json(await request.body()))
         if run.session is not None and agent.store is None:
             raise Problem(422, "field 'session' needs a store: build the agent with Agent(store=...)")
+        principal = principal_of(request)
         if wants_sse(request):
-            return sse(start(agent, channels, run))
+            return sse(start(agent, channels, run, principal))
         try:
-            result = await agent.run(run.input, state=run.state, session=run.session)
-        except OnionError as error:
-            return JSONResponse(error_json(error), 500)
+            result = await agent.run(run.input, state=run.state, session=run.session, principal=principal)
+        except Exception as error:
+            return failed(error)
         return JSONResponse(result_json(result))
 
     async def get_runs(request: Request) -> Response:
@@ -69,12 +80,16 @@ def serve(
         if status not in (None, "running", "paused", "completed", "failed"):
             raise Problem(422, f"?status={status}: give running, paused, completed or failed")
         limit = request.query_params.get("limit", "100")
-        if not limit.isdigit() or not 0 < int(limit) <= 1000:
+        if not (limit.isascii() and limit.isdigit()) or not 0 < int(limit) <= 1000:
             raise Problem(422, f"?limit={limit}: give a number of runs from 1 to 1000")
-        return JSONResponse({"runs": await listed(store_of(agent), status, int(limit))})
+        return JSONResponse(
+            {"runs": await listed(store_of(agent), agent.name, status, int(limit), principal_of(request))}
+        )
 
     async def get_run(request: Request) -> Response:
-        return JSONResponse(await shown(store_of(agent), request.path_params["run_id"]))
+        return JSONResponse(
+            await shown(store_of(agent), agent.name, request.path_params["run_id"], principal_of(request))
+        )
 
     async def post_decisions(request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -91,15 +106,23 @@ def serve(
             raise Problem(
                 403, "a decision made with the page's cookie needs the page's CSRF token: decide from the page"
             )
+        principal = principal_of(request)
+        check_decider(principal, deciders)
         if wants_sse(request) and not from_form:
-            state = await decided(agent, run_id, decisions(given))
-            return sse(await resume_streamed(agent, channels, state))
+            state = await decided(agent, run_id, decisions(given), principal)
+            return sse(await resume_streamed(agent, channels, state, principal))
         try:
-            result = await decide(agent, run_id, decisions(given))
-        except OnionError as error:  # the resumed run failed (a rejected model call or run: CallRejected)
+            result = await decide(agent, run_id, decisions(given), principal)
+        except Problem:
+            raise
+        except CallRejected as error:  # a rejected model call or run ends the run: the decision took effect
+            if from_form:
+                return RedirectResponse(f"/#run-{run_id}", 303)
+            return JSONResponse(error_json(error), 500)
+        except Exception as error:  # the resumed run failed
             if from_form:
                 raise Problem(500, error_json(error)["message"]) from None
-            return JSONResponse(error_json(error), 500)
+            return failed(error)
         if from_form:
             return RedirectResponse(f"/#run-{run_id}", 303)
         return JSONResponse(result_json(result))
@@ -107,12 +130,14 @@ def serve(
     async def get_events(request: Request) -> Response:
         run_id = request.path_params["run_id"]
         given = request.headers.get("last-event-id", "0").strip() or "0"
-        if not given.isdigit():
+        if not (given.isascii() and given.isdigit()):
             raise Problem(422, f"Last-Event-ID {given!r}: give the id: of the last event received (a number)")
         store = store_of(agent)  # without one, a client that left has nothing to come back to
         channel = channels.get(run_id)
         if channel is None:
-            await shown(store, run_id)  # 404 when the store never saw it
+            await shown(
+                store, agent.name, run_id, principal_of(request)
+            )  # 404 when the store never saw it (or it is not yours)
             raise Problem(
                 409,
                 f"this server process holds no events of run {run_id} (it ran elsewhere, or ended over "
@@ -121,22 +146,36 @@ def serve(
         return sse(channel, int(given))
 
     async def inbox(request: Request) -> Response:
-        runs = None if agent.store is None else await listed(agent.store, None, 100)
+        principal = principal_of(request)
+        runs = None if agent.store is None else await listed(agent.store, agent.name, None, 100, principal)
         return HTMLResponse(inbox_page(agent.name, runs, request.scope["state"]["onion_csrf"]))
 
     async def sign_in(request: Request) -> Response:
         fields = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
-        if token is None:
+        if not doors.tokens:
             return RedirectResponse("/", 303)
-        if not hmac.compare_digest(fields.get("token", "").encode(), token.encode()):
+        try:
+            cookie, _ = doors.signed_in(fields.get("token", ""))
+        except ValueError:
             return HTMLResponse(sign_in_page(), 401)
         response = RedirectResponse("/", 303)
         secure = request.url.scheme == "https"
-        response.set_cookie(COOKIE, derived(token, "cookie"), httponly=True, samesite="strict", secure=secure)
+        response.set_cookie(
+            doors.cookie, cookie, max_age=int(SIGN_IN_HOURS * 3600), httponly=True, samesite="strict", secure=secure
+        )
+        return response
+
+    async def sign_out(request: Request) -> Response:
+        response = RedirectResponse("/", 303)
+        response.delete_cookie(doors.cookie, httponly=True, samesite="strict")
         return response
 
     async def ag_ui(request: Request) -> Response:
-        return streamed(_agui.events(agent, _agui.parse(parse_json(await request.body()))))
+        given = _agui.parse(parse_json(await request.body()))
+        principal = principal_of(request)
+        if given.resume:
+            check_decider(principal, deciders)
+        return streamed(_agui.events(agent, given, principal))
 
     async def problem(request: Request, error: Exception) -> Response:
         status, message = (error.status, error.message) if isinstance(error, Problem) else (413, str(error))
@@ -147,6 +186,7 @@ def serve(
     routes = [
         Route("/", inbox, methods=["GET"]),
         Route("/sign-in", sign_in, methods=["POST"]),
+        Route("/sign-out", sign_out, methods=["POST"]),
         Route("/runs", post_runs, methods=["POST"]),
         Route("/runs", get_runs, methods=["GET"]),
         Route("/runs/{run_id}", get_run, methods=["GET"]),
@@ -156,9 +196,31 @@ def serve(
     ]
     return Starlette(
         routes=routes,
-        middleware=[Middleware(Guard, token=token, max_body=max_body)],
+        middleware=[Middleware(Guard, doors=doors, max_body=max_body, allowed_hosts=allowed_hosts)],
         exception_handlers={Problem: problem, BodyTooLarge: problem},
     )
+
+
+def failed(error: Exception) -> JSONResponse:
+    """A run that failed: 500 with its scrubbed error as JSON, logged once (scrubbed too)."""
+    body = error_json(error)
+    if not isinstance(error, OnionError):  # onion's own errors are the run's outcome; anything else is a fault
+        logger.error("a run failed: %s: %s", body["error"], body["message"])
+    return JSONResponse(body, 500)
+
+
+def principal_of(request: Request) -> Principal | None:
+    """Who is asking (`Guard` named them): None on a server without credentials."""
+    principal: Principal | None = request.scope["state"]["onion_principal"]
+    return principal
+
+
+def check_decider(principal: Principal | None, deciders: frozenset[str] | None) -> None:
+    """403 unless `principal` has one of the roles that decide (`serve(approvers=...)`), when there are such."""
+    if deciders is not None and (principal is None or not principal.roles & deciders):
+        who = "nobody signed in" if principal is None else f"principal {principal.id!r}"
+        roles = ", ".join(sorted(deciders))
+        raise Problem(403, f"deciding needs one of the roles {roles}; {who} has none of them")
 
 
 def wants_sse(request: Request) -> bool:

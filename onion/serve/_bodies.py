@@ -50,8 +50,14 @@ def parse_json(body: bytes) -> dict[str, Any]:
         data = json.loads(body or b"null")
     except ValueError as error:
         raise Problem(422, f"the body is not valid JSON ({error}): send a JSON object") from None
+    except RecursionError:
+        raise Problem(422, "the body nests too deep to read: send a flatter JSON object") from None
     if not isinstance(data, dict):
         raise Problem(422, f"the body must be a JSON object, not {type(data).__name__}")
+    try:
+        json.dumps(data, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise Problem(422, "the body holds a lone UTF-16 surrogate (\\ud800-\\udfff): send valid Unicode") from None
     return data
 
 

@@ -24,7 +24,19 @@ def add_parser(commands: Any) -> None:
     where.add_argument("--redis", help="a Redis store URL (redis://host:6379/0)")
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="the port (default 8000)")
+    serve.add_argument("--namespace", default=None, help="the Redis store's namespace (default: onion)")
     serve.add_argument("--token-env", default="ONION_SERVE_TOKEN", help="the variable holding the token")
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        dest="allowed_hosts",
+        metavar="HOST",
+        help="a Host name the server answers (repeat it; default: loopback names without a token, else any)",
+    )
+    serve.add_argument("--heartbeat", type=float, default=15.0, help="seconds between SSE comments (default 15)")
+    serve.add_argument(
+        "--keep-events", type=float, default=600.0, help="seconds a streamed run's events stay for reconnects"
+    )
 
 
 def load_agent(spec: str, *, command: str = "serve") -> Agent[Any]:
@@ -69,9 +81,35 @@ def run(arguments: argparse.Namespace) -> None:
             f"serve: refusing to listen on {arguments.host} without a token: "
             f"set {arguments.token_env} (or --token-env NAME), or listen on 127.0.0.1"
         )
+    if arguments.namespace is not None and arguments.redis is None:
+        raise SystemExit("serve: --namespace names a Redis store's namespace: give --redis URL too")
     agent = load_agent(arguments.agent)
-    if arguments.db is not None:
-        agent.store = SQLiteStore(arguments.db)
+    if arguments.db is not None:  # the agent kept in the store the flag names, beside the module's own
+        agent = agent._kept_in(SQLiteStore(arguments.db))
     elif arguments.redis is not None:
-        agent.store = RedisStore(arguments.redis)
-    uvicorn.run(serve(agent, token=token), host=arguments.host, port=arguments.port, log_level="warning")
+        agent = agent._kept_in(RedisStore(arguments.redis, namespace=arguments.namespace or "onion"))
+    app = serve(
+        agent,
+        token=token,
+        allowed_hosts=arguments.allowed_hosts,
+        heartbeat=arguments.heartbeat,
+        keep_events=arguments.keep_events,
+    )
+    print(up_line(arguments, agent, token is not None), flush=True)
+    uvicorn.run(app, host=arguments.host, port=arguments.port, log_level="warning")
+
+
+def up_line(arguments: argparse.Namespace, agent: Agent[Any], has_token: bool) -> str:
+    """The one line printed when the server starts: where, on which store, and what the token means."""
+    host = f"[{arguments.host}]" if ":" in arguments.host else arguments.host
+    if arguments.db is not None:
+        store = f"SQLite {arguments.db}"
+    elif arguments.redis is not None:
+        store = f"Redis namespace {arguments.namespace or 'onion'}"
+    else:
+        store = "no store (runs live in memory; nothing to list or decide)"
+    if has_token:
+        who = f"token from ${arguments.token_env}: every request needs it"
+    else:
+        who = "no token: anyone who can reach this address may run and decide (loopback only)"
+    return f"onion: serving agent {agent.name} on http://{host}:{arguments.port} ({store}; {who})"

@@ -11,7 +11,8 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from onion import Agent, Decisions, Event, OnionError, RunFinished, RunResult, RunState, RunStateError
+from onion import Agent, Decisions, Event, OnionError, Principal, RunFinished, RunResult, RunState, RunStateError
+from onion._principal import by_json
 from onion.errors import DecisionRefused, ForeignRun, RunBusy, RunNotFound
 from onion.scrub import scrub
 from onion.stores import RunRecord, Store
@@ -25,14 +26,16 @@ def error_json(error: BaseException) -> dict[str, str]:
     return {"error": type(error).__name__, "message": scrub(str(error))}
 
 
-def start(agent: Agent[Any], channels: Channels, request: RunRequest) -> Channel:
-    """Stream the run in a task of its own, into a new channel (it goes on when the client leaves)."""
+def start(agent: Agent[Any], channels: Channels, request: RunRequest, principal: Principal | None) -> Channel:
+    """Stream the run (for `principal`) in a task of its own, into a new channel (it goes on when the client
+    leaves)."""
     channel = Channel()
+    stream = agent.stream(request.input, state=request.state, session=request.session, principal=principal)
 
     async def pump() -> None:
         current.set((channels, channel))
         try:
-            async for event in agent.stream(request.input, state=request.state, session=request.session):
+            async for event in stream:
                 if isinstance(event, RunFinished):
                     channels.bind(channel, event.result.run_id)
                 channel.put(event_name(event), event_json(event))
@@ -61,10 +64,14 @@ def store_of(agent: Agent[Any]) -> Store:
     return agent.store
 
 
-async def listed(store: Store, status: str | None, limit: int) -> list[dict[str, Any]]:
-    """The store's runs, most recently updated first, with their pending calls."""
-    records = await store.runs(limit=limit)
-    return [summary(r) for r in records if status is None or r.status == status]
+async def listed(
+    store: Store, agent: str, status: str | None, limit: int, principal: Principal | None
+) -> list[dict[str, Any]]:
+    """Agent `agent`'s runs in the store, most recently updated first, with their pending calls: those of
+    `principal`'s tenant (a principal without one: runs without one), every tenant's on a server without
+    credentials."""
+    records = await (store.runs(limit=limit) if principal is None else store.runs(limit=limit, tenant=principal.tenant))
+    return [summary(r) for r in records if r.agent == agent and (status is None or r.status == status)]
 
 
 def summary(record: RunRecord) -> dict[str, Any]:
@@ -77,20 +84,25 @@ def summary(record: RunRecord) -> dict[str, Any]:
         "pending": pending,
         "agent": record.agent,
         "session": record.session,
+        "tenant": record.tenant,
         "created": record.created,
         "updated": record.updated,
     }
 
 
-async def shown(store: Store, run_id: str) -> dict[str, Any]:
-    """One run: its status, messages, pending calls, output and usage (messages only once paused or ended)."""
+async def shown(store: Store, agent: str, run_id: str, principal: Principal | None) -> dict[str, Any]:
+    """One run of agent `agent`: its status, messages, pending calls, output, usage, principal and decisions on
+    record (messages only once paused or ended); 404 for another agent's run or another tenant's, as for one
+    the store never saw."""
     record = await store.run_record(run_id)
-    if record is None:
+    if record is None or record.agent != agent or (principal is not None and record.tenant != principal.tenant):
         raise Problem(404, f"no run {run_id!r} in the store: GET /runs lists the runs")
     shown: dict[str, Any] = {"run_id": run_id, "status": record.status, "messages": [], "pending": []}
-    shown.update(output=None, usage=None, session=record.session, agent=record.agent)
+    shown.update(output=None, usage=None, session=record.session, agent=record.agent, principal=None, decisions=[])
     if record.status in ("paused", "completed"):
         state = await store.load(run_id)
+        shown["principal"] = None if state.principal is None else by_json(state.principal)
+        shown["decisions"] = [decision.to_dict() for decision in state.decisions]
         shown["messages"] = [m.to_dict() for m in [*state.messages, *state.answered]]
         shown["pending"] = [call.to_dict() for call in state.pending]
         shown["output"] = state.output if record.status == "completed" else None
@@ -118,11 +130,12 @@ def problem_of(error: OnionError) -> Problem | None:
     return None
 
 
-async def decided(agent: Agent[Any], run_id: str, decisions: Decisions) -> RunState:
-    """The paused run's state with `decisions` applied (`agent.decide`), its refusals as `Problem`s."""
+async def decided(agent: Agent[Any], run_id: str, decisions: Decisions, principal: Principal | None) -> RunState:
+    """The paused run's state with `principal`'s `decisions` applied (`agent.decide`), its refusals as
+    `Problem`s."""
     store_of(agent)
     try:
-        return await agent.decide(run_id, decisions)
+        return await agent.decide(run_id, decisions, principal=principal)
     except OnionError as error:
         answer = problem_of(error)
         if answer is None:
@@ -130,21 +143,22 @@ async def decided(agent: Agent[Any], run_id: str, decisions: Decisions) -> RunSt
         raise answer from None
 
 
-async def decide(agent: Agent[Any], run_id: str, decisions: Decisions) -> RunResult[Any]:
-    """Apply `decisions` to the paused run and resume it (`decided`'s errors; 409 when another request won)."""
-    state = await decided(agent, run_id, decisions)
+async def decide(agent: Agent[Any], run_id: str, decisions: Decisions, principal: Principal | None) -> RunResult[Any]:
+    """Apply `decisions` to the paused run and resume it, on record as `principal`'s (`decided`'s errors; 409 when
+    another request won)."""
+    state = await decided(agent, run_id, decisions, principal)
     try:
-        return await agent.resume(state)
+        return await agent.resume(state, principal=principal)
     except (RunBusy, RunStateError) as error:
         raise problem_of(error) or error from None
 
 
-async def resumed(agent: Agent[Any], state: RunState) -> AsyncIterator[Event]:
+async def resumed(agent: Agent[Any], state: RunState, principal: Principal | None) -> AsyncIterator[Event]:
     """`agent.resume_stream(state)`'s events; a claim refused before the first event is a `Problem` (409:
     another request decided this batch or resumes the run; or as `decide` answers it)."""
     first = True
     try:
-        async for event in agent.resume_stream(state):
+        async for event in agent.resume_stream(state, principal=principal):
             first = False
             yield event
     except (RunBusy, RunStateError) as error:
@@ -153,7 +167,9 @@ async def resumed(agent: Agent[Any], state: RunState) -> AsyncIterator[Event]:
         raise
 
 
-async def resume_streamed(agent: Agent[Any], channels: Channels, state: RunState) -> Channel:
+async def resume_streamed(
+    agent: Agent[Any], channels: Channels, state: RunState, principal: Principal | None
+) -> Channel:
     """Stream the decided run's resume in a task of its own, into a new channel bound to the run id (it goes on
     when the client leaves). Answers once the resume has claimed the run: a claim refused raises `Problem`
     before anything is sent."""
@@ -167,7 +183,7 @@ async def resume_streamed(agent: Agent[Any], channels: Channels, state: RunState
 
     async def pump() -> None:
         try:
-            async for event in resumed(agent, state):
+            async for event in resumed(agent, state, principal):
                 begin()
                 channel.put(event_name(event), event_json(event))
         except Problem as problem:

@@ -1,0 +1,109 @@
+"""The door of the server, in process: headers that keep other sites from framing the page, bad input answered
+4xx (never 500), and a run failing on a fault answered as scrubbed JSON and logged once."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx2
+import pytest
+
+from onion import Agent, tool
+from onion.serve import serve
+from onion.stores import MemoryStore
+from onion.testing import ScriptedModel, call
+
+SECRET = "sk-ant-api03-" + "x" * 40
+
+
+@tool
+def look(city: str) -> str:
+    """Look a city up."""
+    return f"{city} is fine"
+
+
+@asynccontextmanager
+async def client(app: Any) -> AsyncIterator[httpx2.AsyncClient]:
+    transport = httpx2.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        yield http
+
+
+async def test_every_answer_forbids_framing_and_sniffing_and_is_not_cached() -> None:
+    """The page, run data and errors all carry X-Frame-Options DENY, a CSP with frame-ancestors 'none',
+    nosniff and Cache-Control: no-store (the token-less inbox cannot be framed and clicked)."""
+    app = serve(Agent(ScriptedModel(["hi"]), store=MemoryStore()), token="t0ken")
+    async with client(app) as http:
+        answers = [
+            await http.get("/", headers={"authorization": "Bearer t0ken"}),
+            await http.get("/runs", headers={"authorization": "Bearer t0ken"}),
+            await http.get("/runs"),  # 401 from the guard itself
+            await http.get("/runs/run-nope", headers={"authorization": "Bearer t0ken"}),
+        ]
+    for answer in answers:
+        assert answer.headers["x-frame-options"] == "DENY", answer.request.url
+        assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["cache-control"] == "no-store"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs", "says"),
+    [
+        ("post", "/runs", {"content": b"[" * 50_000 + b"]" * 50_000}, "nests too deep"),
+        ("post", "/runs", {"content": b'{"input": "\\ud800"}'}, "surrogate"),
+        ("get", "/runs?limit=\u00b2", {}, "?limit="),
+        ("get", "/runs/run-x/events", {"headers": {"last-event-id": "\u00b2"}}, "Last-Event-ID"),
+    ],
+)
+async def test_bad_input_answers_422_naming_it_never_500(method: str, path: str, kwargs: Any, says: str) -> None:
+    """50,000-deep JSON, a lone surrogate, a superscript digit as a number: 422 naming what to fix."""
+    app = serve(Agent(ScriptedModel(["hi"]), store=MemoryStore()))
+    if "headers" in kwargs:
+        kwargs = {"headers": {k: v.encode() for k, v in kwargs["headers"].items()}}
+    async with client(app) as http:
+        answer = await getattr(http, method)(path, **kwargs)
+    assert answer.status_code == 422 and says in answer.json()["error"], answer.text
+
+
+async def test_a_run_that_fails_on_a_fault_answers_scrubbed_json_and_is_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A tool-less fault inside the run (not an onion error) is a 500 JSON body, its secret scrubbed, and one
+    log record, scrubbed too."""
+
+    class Broken:
+        name = "broken"
+
+        async def request(self, call: Any) -> Any:
+            raise KeyError(f"no account for {SECRET}")
+
+    app = serve(Agent(Broken(), store=MemoryStore()))
+    with caplog.at_level(logging.ERROR, logger="onion.serve"):
+        async with client(app) as http:
+            answer = await http.post("/runs", json={"input": "hi"})
+    assert answer.status_code == 500 and answer.json()["error"] == "KeyError"
+    assert SECRET not in answer.text and "[REDACTED]" in answer.json()["message"]
+    records = [r for r in caplog.records if r.name == "onion.serve"]
+    assert len(records) == 1 and SECRET not in records[0].getMessage()
+
+
+async def test_rejecting_a_paused_model_call_from_the_page_goes_back_to_the_page() -> None:
+    """Rejecting a paused model call ends the run (`CallRejected`): from the page's form that is the decision
+    taking effect, a redirect to the page, not a page titled 500."""
+    from onion import ModelCall
+
+    async def costly(ctx: ModelCall, call_next: Any) -> Any:
+        return call_next(ctx) if ctx.approved else ctx.pause("this model call costs money")
+
+    agent = Agent(ScriptedModel([[call("look", city="Oslo")], "done"]), tools=[look], store=MemoryStore())
+    app = serve(agent.use(costly))
+    async with client(app) as http:
+        paused = (await http.post("/runs", json={"input": "hi"})).json()
+        call_id = paused["pending"][0]["id"]
+        form = {f"decision:{call_id}": "reject", f"reason:{call_id}": "too dear"}
+        answer = await http.post(f"/runs/{paused['run_id']}/decisions", data=form)
+    assert answer.status_code == 303 and answer.headers["location"] == f"/#run-{paused['run_id']}"
