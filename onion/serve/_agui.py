@@ -32,7 +32,6 @@ from onion import (
     StreamReset,
     TextDelta,
     ToolCallStarted,
-    ToolRequest,
     ToolResultEvent,
 )
 
@@ -159,21 +158,17 @@ def decisions(entries: list[core.ResumeEntry]) -> tuple[str, Decisions]:
 
 
 def messages(given: list[Any]) -> list[Message]:
-    """AG-UI messages as onion's (user, assistant with its tool calls, tool results, system and developer)."""
+    """The client's history as onion's messages, as far as a client may write it: user messages and the
+    assistant's text. A client's `system` / `developer` messages, assistant tool calls and tool results are
+    dropped (the client could forge them: instructions, or results of calls this server never made), as are
+    non-text parts (a file URL the server would fetch)."""
     converted = []
     for message in given:
         content = message.content if isinstance(getattr(message, "content", None), str) else text_of(message)
         if message.role == "user":
             converted.append(Message.user(content))
-        elif message.role in ("system", "developer"):
-            converted.append(Message.system(content))
-        elif message.role == "assistant":
-            calls = [
-                ToolRequest(c.id, c.function.name, arguments(c.function.arguments)) for c in message.tool_calls or []
-            ]
-            converted.append(Message.assistant(content, calls))
-        elif message.role == "tool":
-            converted.append(Message.tool(message.tool_call_id, content))
+        elif message.role == "assistant" and content:
+            converted.append(Message.assistant(content))
     return converted
 
 
