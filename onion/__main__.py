@@ -16,18 +16,25 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} -h)\n")
 
 
-def cli() -> None:
-    parser = Parser(prog="python -m onion")
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="run an example agent and show every layer it passes through")
-    demo.add_argument("--model", help='a real model, e.g. "anthropic:claude-sonnet-5-5" (needs its API key)')
-    demo.add_argument("--html", type=Path, help="also write the trace of both runs as one HTML page there")
+def parser() -> Parser:
+    """The command line: `demo`, `runs` (and its actions) and `serve`."""
     from . import _runs_cli
     from .serve._cli import add_parser
 
+    main = Parser(prog="python -m onion")
+    commands = main.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="run an example agent and show every layer it passes through")
+    demo.add_argument("--model", help='a real model, e.g. "anthropic:claude-sonnet-5-5" (needs its API key)')
+    demo.add_argument("--html", type=Path, help="also write the trace of both runs as one HTML page there")
     _runs_cli.add_parser(commands)
     add_parser(commands)
-    arguments = parser.parse_args()
+    return main
+
+
+def cli() -> None:
+    from . import _runs_cli
+
+    arguments = parser().parse_args()
     if arguments.command == "serve":
         from .serve._cli import run
 

@@ -94,7 +94,9 @@ class FakeProviderServer:
     def url(self) -> str:
         """The base URL for `AsyncAnthropic(base_url=...)`."""
         if self._httpd is None:
-            raise RuntimeError("FakeProviderServer is not running: use `with FakeProviderServer() as server:`")
+            raise RuntimeError(
+                "FakeProviderServer is not running: use `with FakeProviderServer() as server:` or `server.start()`"
+            )
         host, port = self._httpd.server_address[:2]
         return f"http://{host!s}:{port}"
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -88,6 +89,26 @@ def test_the_search_index_holds_every_page_and_the_api_names(site: Path) -> None
     locations = {doc["location"].split("#")[0] for doc in index["docs"]}
     assert {"index.html", "middleware.html", "testing.html", "api/onion.html"} <= locations
     assert any(doc["location"] == "api/onion.html#onion.Agent" for doc in index["docs"])
+
+
+def searched(index: dict[str, Any], query: str) -> set[str]:
+    """The pages a search for `query` finds: the query and each section split into words as the site's search
+    splits them (its `separator`, tags taken out), a page found where one section has every word of the query."""
+    separator = re.compile(index["config"]["separator"])
+
+    def words(text: str) -> set[str]:
+        return {word.lower() for word in separator.split(re.sub(r"<[^>]+>", " ", text)) if word}
+
+    wanted = words(query)
+    return {doc["location"].split("#")[0] for doc in index["docs"] if wanted <= words(f"{doc['title']} {doc['text']}")}
+
+
+def test_a_name_written_as_code_in_prose_is_found_by_search(site: Path) -> None:
+    """Searching `resume_stream` finds the pages that name it in prose (`agent.resume_stream(state)`, as code),
+    not only its API entry: words split at `.`, `(`, `/` too (and `PartialOutput` at its capitals)."""
+    index = json.loads((site / "search" / "search_index.json").read_text())
+    assert {"durable.html", "middleware.html", "serve.html", "api/onion.html"} <= searched(index, "resume_stream")
+    assert "output.html" in searched(index, "PartialOutput")
 
 
 def test_a_page_not_written_yet_is_in_the_nav_as_coming(site: Path) -> None:
