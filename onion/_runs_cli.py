@@ -16,12 +16,14 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import EllipsisType
 from typing import Any
 
 from ._durable.decisions import Decisions
 from ._durable.replay import replay
 from ._durable.state import RunState
 from ._messages import Message
+from ._principal import DecisionRecord, Principal
 from .errors import OnionError
 from .stores import RedisStore, RunRecord, SQLiteStore, Store
 
@@ -36,19 +38,23 @@ class Refused(Exception):
         super().__init__(printable(message))
 
 
-async def list_runs(where: Where, *, limit: int = 100, now: float | None = None) -> str:
-    """A table of the runs in the store `where`, most recently updated first.
+async def list_runs(
+    where: Where, *, limit: int = 100, now: float | None = None, tenant: str | EllipsisType | None = ...
+) -> str:
+    """A table of the runs in the store `where`, most recently updated first; with `tenant`, only its runs
+    (`None`: the runs of no tenant), as `store.runs(tenant=...)` filters them.
 
     PENDING counts the calls waiting: for a paused run, for a decision; for
     a run whose worker died or that failed, calls without a recorded result.
     """
     async with opened(where) as store:
-        records = await store.runs(limit=limit)
+        records = await (store.runs(limit=limit) if tenant is ... else store.runs(limit=limit, tenant=tenant))
         for record in records:
             if record.status in ("running", "failed"):
                 record.pending = len(_history(record, await store.journal(record.run_id))[1])
     if not records:
-        return printable(f"no runs in {label(where)}")
+        of = "" if tenant is ... else " without a tenant" if tenant is None else f" of tenant {tenant!r}"
+        return printable(f"no runs{of} in {label(where)}")
     now = time.time() if now is None else now
     rows = [("RUN", "STATUS", "PENDING", "AGE", "AGENT", "SESSION")]
     rows += [
@@ -75,6 +81,9 @@ async def show_run(where: Where, run_id: str, *, now: float | None = None) -> st
     ]
     if record.session:
         lines.append(f"session  {record.session}")
+    replayed = replay(run_id, entries) if entries else None
+    if replayed is not None and replayed.principal is not None:
+        lines.append(f"principal {_who(replayed.principal, roles=True)}")
     messages, pending = _history(record, entries)
     lines.append("")
     lines.append(f"history ({len(messages)} messages)")
@@ -83,6 +92,10 @@ async def show_run(where: Where, run_id: str, *, now: float | None = None) -> st
         lines.append("")
         lines.append(f"pending calls ({len(pending)})")
         lines += pending
+    if replayed is not None and replayed.decisions:
+        lines.append("")
+        lines.append(f"decisions ({len(replayed.decisions)})")
+        lines += [_decision(decision) for decision in replayed.decisions]
     return "\n".join(map(printable, lines))
 
 
@@ -106,6 +119,31 @@ def _history(record: RunRecord, entries: list[str]) -> tuple[list[Message], list
         where = "started, no result recorded (in doubt)" if request.id in replayed.started else "not started"
         pending.append(f"{request.id}  {request.name}({_args(request.args)})  {where}")
     return messages, pending
+
+
+def _who(principal: Principal | None, *, roles: bool = False) -> str:
+    """A principal as `runs show` names it: its id, tenant and (`roles`) roles; never its attrs."""
+    if principal is None:
+        return "(no principal given)"
+    about = [] if principal.tenant is None else [f"tenant {principal.tenant}"]
+    if roles and principal.roles:
+        about.append(f"roles {', '.join(sorted(principal.roles))}")
+    return scrubbed(principal.id + (f" ({', '.join(about)})" if about else ""))
+
+
+def _decision(record: DecisionRecord) -> str:
+    """One decision on record: the call, what, who and when; an edit's arguments or a rejection's reason last,
+    cut at 200 characters after redacting."""
+    line = f"{record.call_id}  {record.decision}  by {_who(record.by)}  at {record.at}"
+    if record.args is not None:
+        line += f"  args {_cut(_args(record.args))}"
+    if record.reason is not None:
+        line += f"  reason {_cut(scrubbed(record.reason))}"
+    return line
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= 200 else text[:200] + "…"
 
 
 def _line(index: int, message: Message) -> str:
@@ -190,6 +228,7 @@ def add_parser(commands: Any) -> None:
     """The `runs` subcommand and its actions."""
     runs = commands.add_parser("runs", help="list, show, decide, resume or delete the runs in a store")
     store_options(runs, None)
+    runs.add_argument("--tenant", metavar="TENANT", help="list only the runs of this tenant")
     actions = runs.add_subparsers(dest="action")
     show = actions.add_parser("show", help="print one run: its history and pending calls, secrets redacted")
     show.add_argument("run_id")
@@ -281,6 +320,8 @@ async def carried_out(arguments: argparse.Namespace) -> str:
 
 async def carry_out(arguments: argparse.Namespace, store: Store) -> str:
     action, run_id = arguments.action, getattr(arguments, "run_id", "")
+    if arguments.tenant is not None and action:
+        raise Refused(f"--tenant lists one tenant's runs: give it without {action!r}")
     if action in DECIDING:
         from .serve._cli import load_agent
 
@@ -305,7 +346,7 @@ async def carry_out(arguments: argparse.Namespace, store: Store) -> str:
         return await delete(store, run_id)
     if action == "purge":
         return await purge(store, arguments.older_than, every_status=arguments.all)
-    return await list_runs(store)
+    return await list_runs(store, tenant=... if arguments.tenant is None else arguments.tenant)
 
 
 def store_named(arguments: argparse.Namespace) -> Path | RedisStore:

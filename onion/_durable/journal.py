@@ -101,6 +101,7 @@ class Journal:
         if run.decisions:
             entry["decisions"] = [record.to_dict() for record in run.decisions]
         self.mark(run.messages)
+        tenant = None if run.principal is None else run.principal.tenant
         await self.store.start_run(
             self.run_id,
             agent=run.agent.name,
@@ -108,6 +109,7 @@ class Journal:
             lease=self.lease,
             entries=[encode(entry, run)],
             session=session,
+            **({} if tenant is None else {"tenant": tenant}),  # a store of yours without tenants serves runs of none
         )
         self.renew_in_background()
 

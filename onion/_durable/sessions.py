@@ -9,7 +9,8 @@ from .._boundary import engine_keeps_history
 from .._loop import first_messages
 from .._messages import Message
 from .._run import Run, RunResult
-from ..errors import RunStateError
+from ..errors import ForeignRun, RunStateError
+from ..stores import SessionTenants
 from ..stores._refusals import session_lost
 from .decisions import check_tenant
 from .runs import OnSession, committed, journaled, journaled_id, resume_paused
@@ -57,11 +58,14 @@ async def run_in_session(
     completes the run, and the lock is held by the run's id (so a run
     recovered after its worker died keeps its place). Either way it is fenced
     by the session's lock: `LeaseLost` naming the session, and nothing
-    appended, when the lock lapsed and another run took it.
+    appended, when the lock lapsed and another run took it. Given a
+    `principal`, the session must be of its tenant (`admitted`).
     """
     agent = loop.agent
     store: Store | None = agent.store
     run_id = journaled_id() if store is not None else None
+    if principal is not None:
+        await admitted(conversation, principal, run_id or "")
     async with conversation.lock(owner=run_id) as lock:
         history = await conversation.messages()
         first = first_messages(agent, input)
@@ -73,6 +77,22 @@ async def run_in_session(
             run.id = lock
             return await journaled(loop, run, store, OnSession(conversation, run.session_from, lock))
         return await _appended(loop, run, conversation, lock)
+
+
+async def admitted(conversation: Session, principal: Principal, run_id: str) -> None:
+    """`ForeignRun` unless `conversation` is of `principal`'s tenant: its tenant on record, else recorded now (its
+    first run given a principal). Before the session's lock or history is touched; the error names nothing of it."""
+    store = conversation.store
+    if not isinstance(store, SessionTenants):
+        if principal.tenant is None:
+            return
+        raise TypeError(
+            f"{store!r} does not keep which tenant a session is of, so a run for tenant {principal.tenant!r} cannot "
+            f"be kept apart on session {conversation.session_id!r}: give the store a claim_session method "
+            "(onion.stores.SessionTenants), or use MemoryStore, SQLiteStore or RedisStore"
+        )
+    if await store.claim_session(conversation.session_id, principal.tenant) != principal.tenant:
+        raise ForeignRun(f"no session {conversation.session_id!r} for principal {principal.id!r}", run_id=run_id)
 
 
 async def resume_run(

@@ -6,7 +6,8 @@ this process; `SQLiteStore(path)` in a file shared by the processes of one
 machine; `RedisStore(url)` on a Redis server shared by many machines
 (`concurrency(store=...)` takes it too). Another store implements the
 protocols in `onion.stores` (`RunStore`, `SessionStore`, `CacheStore`,
-`RateStore`, and `SlotStore` for concurrency caps).
+`RateStore`, and `SlotStore` for concurrency caps, `SessionTenants` for
+sessions kept apart by tenant).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ._protocols import (
     RunStatus,
     RunStore,
     SessionStore,
+    SessionTenants,
     SessionTurn,
     SlotStore,
     Store,
@@ -68,6 +70,7 @@ __all__ = [
     "SQLiteStore",
     "Session",
     "SessionStore",
+    "SessionTenants",
     "SessionTurn",
     "SlotStore",
     "Store",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from types import EllipsisType
 
 from ..errors import RunBusy
 from ._buckets import MemoryRateStore
@@ -33,16 +34,26 @@ class MemoryStore(StateLoader, SessionOpener, MemoryRateStore, MemoryCache):
         self._journals: dict[str, list[str]] = {}
         self._sessions: dict[str, list[str]] = {}
         self._session_locks: dict[str, tuple[str, float]] = {}
+        self._session_tenants: dict[str, str | None] = {}
 
     # -- runs ------------------------------------------------------------------
 
     async def start_run(
-        self, run_id: str, *, agent: str, owner: str, lease: float, entries: Sequence[str], session: str | None = None
+        self,
+        run_id: str,
+        *,
+        agent: str,
+        owner: str,
+        lease: float,
+        entries: Sequence[str],
+        session: str | None = None,
+        tenant: str | None = None,
     ) -> None:
         if run_id in self._runs:
             raise ValueError(f"a run {run_id!r} is already in the store")
         now = self.clock()
-        self._runs[run_id] = RunRecord(run_id, agent, "running", now, now, owner, now + lease, session=session)
+        record = RunRecord(run_id, agent, "running", now, now, owner, now + lease, session=session, tenant=tenant)
+        self._runs[run_id] = record
         self._journals[run_id] = list(entries)
 
     async def claim_run(self, run_id: str, owner: str, lease: float, *, paused_only: bool = False) -> RunRecord:
@@ -92,8 +103,9 @@ class MemoryStore(StateLoader, SessionOpener, MemoryRateStore, MemoryCache):
     async def journal(self, run_id: str) -> list[str]:
         return list(self._journals.get(run_id, ()))
 
-    async def runs(self, *, limit: int = 100) -> list[RunRecord]:
-        ordered = sorted(self._runs.values(), key=lambda r: r.updated, reverse=True)
+    async def runs(self, *, limit: int = 100, tenant: str | EllipsisType | None = ...) -> list[RunRecord]:
+        kept = self._runs.values() if tenant is ... else [r for r in self._runs.values() if r.tenant == tenant]
+        ordered = sorted(kept, key=lambda r: r.updated, reverse=True)
         return [_copy(record) for record in ordered[:limit]]
 
     async def delete_run(self, run_id: str) -> None:
@@ -127,6 +139,11 @@ class MemoryStore(StateLoader, SessionOpener, MemoryRateStore, MemoryCache):
 
     async def session_clear(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
+
+    async def claim_session(self, session_id: str, tenant: str | None) -> str | None:
+        if session_id not in self._session_tenants:
+            self._session_tenants[session_id] = None if self._sessions.get(session_id) else tenant
+        return self._session_tenants[session_id]
 
     async def lock_session(self, session_id: str, owner: str, lease: float, *, renew: bool = False) -> bool:
         now = self.clock()

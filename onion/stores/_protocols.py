@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import EllipsisType
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from ._session import SessionStore as SessionStore
+from ._session import SessionTenants as SessionTenants
 from ._session import SessionTurn as SessionTurn
 
 if TYPE_CHECKING:
@@ -28,7 +30,9 @@ class RunRecord:
     `state` is the `RunState` JSON saved when the run paused (or ended);
     `owner` the worker holding the run and `lease_expires` (seconds since
     the epoch, the store's clock) when its hold lapses; `pending` how many
-    tool calls wait for a decision.
+    tool calls wait for a decision; `tenant` the tenant the run belongs to
+    (its principal's, `None` for a run without one, or kept before stores
+    knew tenants).
     """
 
     run_id: str
@@ -41,6 +45,7 @@ class RunRecord:
     state: str | None = None
     session: str | None = None
     pending: int = 0
+    tenant: str | None = None
 
 
 @runtime_checkable
@@ -53,9 +58,21 @@ class RunStore(Protocol):
     """
 
     async def start_run(
-        self, run_id: str, *, agent: str, owner: str, lease: float, entries: Sequence[str], session: str | None = None
+        self,
+        run_id: str,
+        *,
+        agent: str,
+        owner: str,
+        lease: float,
+        entries: Sequence[str],
+        session: str | None = None,
+        tenant: str | None = None,
     ) -> None:
-        """Create `run_id` as running, held by `owner`, with its first journal entries."""
+        """Create `run_id` as running, held by `owner`, with its first journal entries.
+
+        `tenant`: the run belongs to that tenant (`RunRecord.tenant`, `runs(tenant=...)`). The journal passes it
+        only for a run whose principal has a tenant.
+        """
         ...
 
     async def claim_run(self, run_id: str, owner: str, lease: float, *, paused_only: bool = False) -> RunRecord:
@@ -104,8 +121,12 @@ class RunStore(Protocol):
         """The run's journal entries, oldest first."""
         ...
 
-    async def runs(self, *, limit: int = 100) -> list[RunRecord]:
-        """The most recently updated runs first."""
+    async def runs(self, *, limit: int = 100, tenant: str | EllipsisType | None = ...) -> list[RunRecord]:
+        """The most recently updated runs first.
+
+        `tenant="acme"`: only that tenant's runs; `tenant=None`: only runs without a tenant; not given (`...`):
+        every run. The store filters (an index per tenant), so listing one tenant reads none of another's.
+        """
         ...
 
     async def delete_run(self, run_id: str) -> None:

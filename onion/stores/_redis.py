@@ -8,6 +8,7 @@ import threading
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
+from types import EllipsisType
 from typing import Any
 
 from ..errors import RunBusy, StoreUnavailable
@@ -59,6 +60,7 @@ class RedisStore(RedisLink, StateLoader, SessionOpener):
         self._sweep_at = 1024  # keys with reservations held
         self._reservations_lock = threading.Lock()  # the store may serve several threads, each with its own loop
         self._members_prefix, self._members = uuid.uuid4().hex + ":", itertools.count()  # reservation ids
+        self._untenanted_indexed = False  # the index of runs without a tenant holds those an older onion kept
 
     def _key(self, kind: str, name: str) -> str:
         return f"{self._prefix}{kind}:{name}"
@@ -67,13 +69,25 @@ class RedisStore(RedisLink, StateLoader, SessionOpener):
         prefix = self._prefix
         return f"{prefix}run:{run_id}", f"{prefix}journal:{run_id}", prefix + "runs"
 
+    def _tenant_index(self, tenant: str | None) -> str:
+        """The sorted set of `tenant`'s runs by last update (the scripts' `tenant_index` names the same keys)."""
+        return f"{self._prefix}runs-of:{tenant}" if tenant else f"{self._prefix}runs-of-none"
+
     # -- runs ------------------------------------------------------------------
 
     async def start_run(
-        self, run_id: str, *, agent: str, owner: str, lease: float, entries: Sequence[str], session: str | None = None
+        self,
+        run_id: str,
+        *,
+        agent: str,
+        owner: str,
+        lease: float,
+        entries: Sequence[str],
+        session: str | None = None,
+        tenant: str | None = None,
     ) -> None:
         keys = self._run_keys(run_id)
-        args = (self._now(), run_id, agent, owner, lease, session or "", *entries)
+        args = (self._now(), run_id, agent, owner, lease, session or "", tenant or "", *entries)
         if await self._script("START_RUN", f"starting run {run_id!r}", 3, *keys, *args) == "exists":
             raise ValueError(f"a run {run_id!r} is already in the store")
 
@@ -139,23 +153,21 @@ class RedisStore(RedisLink, StateLoader, SessionOpener):
         )
         return list(entries)
 
-    async def runs(self, *, limit: int = 100) -> list[RunRecord]:
-        ids = await self._command("listing runs", "ZREVRANGE", self._prefix + "runs", 0, limit - 1)
+    async def runs(self, *, limit: int = 100, tenant: str | EllipsisType | None = ...) -> list[RunRecord]:
+        index = self._prefix + "runs"
+        if tenant is None and not self._untenanted_indexed:
+            keys = (index, self._tenant_index(None), self._tenant_index(None) + ":indexed")
+            await self._script("INDEX_UNTENANTED", "indexing the runs without a tenant", 3, *keys, self._key("run", ""))
+            self._untenanted_indexed = True
+        if tenant is not ...:
+            index = self._tenant_index(tenant)
+        ids = await self._command("listing runs", "ZREVRANGE", index, 0, limit - 1)
         reads = [self._command("listing runs", "HGETALL", self._key("run", run_id)) for run_id in ids]
         rows = await asyncio.gather(*reads)  # sent together: one round trip
         return [_record(run_id, fields) for run_id, fields in zip(ids, rows, strict=True) if fields]
 
     async def delete_run(self, run_id: str) -> None:
-        run, journal, index = self._run_keys(run_id)
-        pipe = self._client().pipeline(transaction=True)
-        pipe.delete(run, journal)
-        pipe.zrem(index, run_id)
-        from redis.exceptions import RedisError
-
-        try:
-            await pipe.execute()
-        except RedisError as error:
-            raise self._unavailable(f"deleting run {run_id!r}", error, write=True) from error
+        await self._script("DELETE_RUN", f"deleting run {run_id!r}", 3, *self._run_keys(run_id), run_id)
 
     # -- sessions --------------------------------------------------------------
 
@@ -170,6 +182,12 @@ class RedisStore(RedisLink, StateLoader, SessionOpener):
 
     async def session_clear(self, session_id: str) -> None:
         await self._command(f"clearing session {session_id!r}", "DEL", self._key("session", session_id))
+
+    async def claim_session(self, session_id: str, tenant: str | None) -> str | None:
+        keys = (self._key("session-tenant", session_id), self._key("session", session_id))
+        doing = f"recording session {session_id!r}'s tenant"
+        kept: str = await self._script("CLAIM_SESSION", doing, 2, *keys, tenant or "")
+        return kept or None
 
     async def lock_session(self, session_id: str, owner: str, lease: float, *, renew: bool = False) -> bool:
         lock, doing = self._key("session-lock", session_id), f"locking session {session_id!r}"
@@ -317,4 +335,5 @@ def _record(run_id: str, fields: Any) -> RunRecord:
         state=fields.get("state") or None,
         session=fields.get("session") or None,
         pending=int(fields.get("pending", 0)),
+        tenant=fields.get("tenant") or None,
     )

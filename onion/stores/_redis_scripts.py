@@ -18,24 +18,67 @@ local function now_from(arg)
 end
 """
 
-# KEYS: run, journal, index. ARGV: now, run_id, agent, owner, lease, session ('' for none), entries...
+# The run at `run_key` in the index of every run (`index`) and in its tenant's, by its last update: `index`
+# .. '-of:' .. tenant, or `index` .. '-of-none' for a run without one (kept before stores knew tenants too);
+# RedisStore._tenant_index names the same keys.
+INDEXED = """
+local function tenant_index(index, tenant)
+  if tenant and tenant ~= '' then return index .. '-of:' .. tenant end
+  return index .. '-of-none'
+end
+local function index_run(index, run_key, run_id, now)
+  redis.call('ZADD', index, now, run_id)
+  redis.call('ZADD', tenant_index(index, redis.call('HGET', run_key, 'tenant')), now, run_id)
+end
+"""
+
+# KEYS: run, journal, index. ARGV: now, run_id, agent, owner, lease, session ('' for none), tenant ('' for none),
+# entries...
 START_RUN = (
     NOW
+    + INDEXED
     + """
 local now = now_from(ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
 redis.call('HSET', KEYS[1], 'agent', ARGV[3], 'status', 'running', 'created', tostring(now), 'updated', tostring(now),
-  'owner', ARGV[4], 'lease_expires', tostring(now + tonumber(ARGV[5])), 'session', ARGV[6], 'pending', '0')
-if #ARGV > 6 then redis.call('RPUSH', KEYS[2], unpack(ARGV, 7)) end
-redis.call('ZADD', KEYS[3], now, ARGV[2])
+  'owner', ARGV[4], 'lease_expires', tostring(now + tonumber(ARGV[5])), 'session', ARGV[6], 'pending', '0',
+  'tenant', ARGV[7])
+if #ARGV > 7 then redis.call('RPUSH', KEYS[2], unpack(ARGV, 8)) end
+index_run(KEYS[3], KEYS[1], ARGV[2], now)
 return 'ok'
 """
 )
+
+# KEYS: run, journal, index. ARGV: run_id. Forgets the run, its journal and its place in both indexes.
+DELETE_RUN = (
+    INDEXED
+    + """
+redis.call('ZREM', tenant_index(KEYS[3], redis.call('HGET', KEYS[1], 'tenant')), ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('DEL', KEYS[1], KEYS[2])
+return 1
+"""
+)
+
+# KEYS: index, the index of runs without a tenant, its marker. ARGV: the prefix of run keys.
+# Once per namespace: puts the runs an older onion kept (no index of their tenant) in the index of runs without
+# one; a namespace whose index the marker says is whole, or that has no run yet, is left as it is.
+INDEX_UNTENANTED = """
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+local runs = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+for i = 1, #runs, 2 do
+  local tenant = redis.call('HGET', ARGV[1] .. runs[i], 'tenant')
+  if not tenant or tenant == '' then redis.call('ZADD', KEYS[2], runs[i + 1], runs[i]) end
+end
+redis.call('SET', KEYS[3], '1')
+return 1
+"""
 
 # KEYS: run, index. ARGV: now, run_id, owner, lease, paused_only ('1' or '0').
 # Returns {verdict, now, record fields...}: verdict 'ok' (claimed), 'busy' or 'missing'.
 CLAIM_RUN = (
     NOW
+    + INDEXED
     + """
 local now = now_from(ARGV[1])
 local fields = redis.call('HGETALL', KEYS[1])
@@ -48,7 +91,7 @@ local free = status == 'paused' or (status == 'failed' and not paused_only)
 if free then
   local expires = tostring(now + tonumber(ARGV[4]))
   redis.call('HSET', KEYS[1], 'status', 'running', 'owner', ARGV[3], 'lease_expires', expires, 'updated', tostring(now))
-  redis.call('ZADD', KEYS[2], now, ARGV[2])
+  index_run(KEYS[2], KEYS[1], ARGV[2], now)
   fields = redis.call('HGETALL', KEYS[1])
 end
 local reply = {free and 'ok' or 'busy', tostring(now)}
@@ -73,6 +116,7 @@ end
 HOLD_RUN = (
     NOW
     + LOST
+    + INDEXED
     + """
 local now = now_from(ARGV[1])
 local refusal = lost(KEYS[1], ARGV[3])
@@ -89,7 +133,7 @@ else
   redis.call('HSET', KEYS[1], 'status', ARGV[6], 'state', ARGV[7], 'pending', ARGV[8], 'updated', tostring(now))
   redis.call('HDEL', KEYS[1], 'owner', 'lease_expires')
 end
-redis.call('ZADD', KEYS[3], now, ARGV[2])
+index_run(KEYS[3], KEYS[1], ARGV[2], now)
 return 'ok'
 """
 )
@@ -101,6 +145,7 @@ return 'ok'
 RELEASE_WITH_TURN = (
     NOW
     + LOST
+    + INDEXED
     + """
 local now = now_from(ARGV[1])
 local refusal = lost(KEYS[1], ARGV[3])
@@ -111,7 +156,7 @@ if entries > 0 then redis.call('RPUSH', KEYS[2], unpack(ARGV, 9, 8 + entries)) e
 if #ARGV > 8 + entries then redis.call('RPUSH', KEYS[4], unpack(ARGV, 9 + entries)) end
 redis.call('HSET', KEYS[1], 'status', ARGV[4], 'state', ARGV[5], 'pending', ARGV[6], 'updated', tostring(now))
 redis.call('HDEL', KEYS[1], 'owner', 'lease_expires')
-redis.call('ZADD', KEYS[3], now, ARGV[2])
+index_run(KEYS[3], KEYS[1], ARGV[2], now)
 return 'ok'
 """
 )
@@ -141,6 +186,17 @@ SESSION_APPEND = """
 if ARGV[1] ~= '' and redis.call('HGET', KEYS[2], 'owner') ~= ARGV[1] then return 0 end
 if #ARGV > 1 then redis.call('RPUSH', KEYS[1], unpack(ARGV, 2)) end
 return 1
+"""
+
+# KEYS: the session's tenant, its messages. ARGV: the tenant to record ('' for none).
+# Returns the session's tenant ('' for none): the one on record, else ARGV[1] (none when it has messages already).
+CLAIM_SESSION = """
+local kept = redis.call('GET', KEYS[1])
+if kept then return kept end
+kept = ARGV[1]
+if redis.call('EXISTS', KEYS[2]) == 1 then kept = '' end
+redis.call('SET', KEYS[1], kept)
+return kept
 """
 
 # KEYS: lock. ARGV: owner.

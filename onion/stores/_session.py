@@ -68,6 +68,24 @@ class SessionStore(Protocol):
         ...
 
 
+@runtime_checkable
+class SessionTenants(Protocol):
+    """Which tenant each session is of: a run given a principal of another tenant is refused on it.
+
+    `MemoryStore`, `SQLiteStore` and `RedisStore` keep it; a store of yours without it serves runs whose
+    principals have no tenant (docs/security.md, "Tenants").
+    """
+
+    async def claim_session(self, session_id: str, tenant: str | None) -> str | None:
+        """The session's tenant (None: of no tenant): the one on record, else `tenant`, recorded now, atomically.
+
+        A session with messages and none on record (kept before stores knew tenants, or appended to without
+        a run) is recorded as of no tenant. The record outlives `session_clear`: a session id once a tenant's
+        stays that tenant's.
+        """
+        ...
+
+
 class Session:
     """The conversation `session_id` in `store`.
 

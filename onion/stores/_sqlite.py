@@ -8,6 +8,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import EllipsisType
 from typing import Any, TypeVar
 
 from ..errors import RunBusy, StoreUnavailable
@@ -24,7 +25,8 @@ T = TypeVar("T")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS onion_runs (
     run_id TEXT PRIMARY KEY, agent TEXT NOT NULL, status TEXT NOT NULL, created REAL NOT NULL,
-    updated REAL NOT NULL, owner TEXT, lease_expires REAL, state TEXT, session TEXT, pending INTEGER NOT NULL
+    updated REAL NOT NULL, owner TEXT, lease_expires REAL, state TEXT, session TEXT, pending INTEGER NOT NULL,
+    tenant TEXT
 );
 CREATE TABLE IF NOT EXISTS onion_journal (
     run_id TEXT NOT NULL, seq INTEGER NOT NULL, entry TEXT NOT NULL, PRIMARY KEY (run_id, seq)
@@ -35,13 +37,16 @@ CREATE TABLE IF NOT EXISTS onion_sessions (
 CREATE TABLE IF NOT EXISTS onion_session_locks (
     session_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS onion_session_tenants (session_id TEXT PRIMARY KEY, tenant TEXT);
 CREATE TABLE IF NOT EXISTS onion_cache (key TEXT PRIMARY KEY, value TEXT NOT NULL, expires REAL);
 CREATE TABLE IF NOT EXISTS onion_rates (
     key TEXT PRIMARY KEY, requests REAL, tokens REAL, updated REAL NOT NULL, paused_until REAL NOT NULL
 );
 """
 
-_RUN_COLUMNS = "run_id, agent, status, created, updated, owner, lease_expires, state, session, pending"
+_RUN_COLUMNS = "run_id, agent, status, created, updated, owner, lease_expires, state, session, pending, tenant"
+_TENANT_INDEX = "CREATE INDEX IF NOT EXISTS onion_runs_by_tenant ON onion_runs (tenant, updated)"
+"""Made after `_SCHEMA`, once a file of an older onion has its `tenant` column (`_add_tenants`)."""
 
 
 class SQLiteStore(StateLoader, SessionOpener):
@@ -91,15 +96,23 @@ class SQLiteStore(StateLoader, SessionOpener):
     # -- runs ------------------------------------------------------------------
 
     async def start_run(
-        self, run_id: str, *, agent: str, owner: str, lease: float, entries: Sequence[str], session: str | None = None
+        self,
+        run_id: str,
+        *,
+        agent: str,
+        owner: str,
+        lease: float,
+        entries: Sequence[str],
+        session: str | None = None,
+        tenant: str | None = None,
     ) -> None:
         now = self.clock()
 
         def start(db: sqlite3.Cursor) -> None:
             try:
                 db.execute(
-                    f"INSERT INTO onion_runs ({_RUN_COLUMNS}) VALUES (?, ?, 'running', ?, ?, ?, ?, NULL, ?, 0)",
-                    (run_id, agent, now, now, owner, now + lease, session),
+                    f"INSERT INTO onion_runs ({_RUN_COLUMNS}) VALUES (?, ?, 'running', ?, ?, ?, ?, NULL, ?, 0, ?)",
+                    (run_id, agent, now, now, owner, now + lease, session, tenant),
                 )
             except sqlite3.IntegrityError:
                 raise ValueError(f"a run {run_id!r} is already in the store") from None
@@ -174,8 +187,14 @@ class SQLiteStore(StateLoader, SessionOpener):
         rows = await self._read("SELECT entry FROM onion_journal WHERE run_id = ? ORDER BY seq", run_id)
         return [row[0] for row in rows]
 
-    async def runs(self, *, limit: int = 100) -> list[RunRecord]:
-        rows = await self._read(f"SELECT {_RUN_COLUMNS} FROM onion_runs ORDER BY updated DESC LIMIT ?", limit)
+    async def runs(self, *, limit: int = 100, tenant: str | EllipsisType | None = ...) -> list[RunRecord]:
+        select = f"SELECT {_RUN_COLUMNS} FROM onion_runs"
+        if tenant is ...:
+            rows = await self._read(f"{select} ORDER BY updated DESC LIMIT ?", limit)
+        elif tenant is None:
+            rows = await self._read(f"{select} WHERE tenant IS NULL ORDER BY updated DESC LIMIT ?", limit)
+        else:
+            rows = await self._read(f"{select} WHERE tenant = ? ORDER BY updated DESC LIMIT ?", tenant, limit)
         return [RunRecord(*row) for row in rows]
 
     async def delete_run(self, run_id: str) -> None:
@@ -196,6 +215,19 @@ class SQLiteStore(StateLoader, SessionOpener):
 
     async def session_clear(self, session_id: str) -> None:
         await self._execute("DELETE FROM onion_sessions WHERE session_id = ?", session_id)
+
+    async def claim_session(self, session_id: str, tenant: str | None) -> str | None:
+        def claim(db: sqlite3.Cursor) -> str | None:
+            row = db.execute("SELECT tenant FROM onion_session_tenants WHERE session_id = ?", (session_id,)).fetchone()
+            if row is not None:
+                kept: str | None = row[0]
+                return kept
+            used = db.execute("SELECT 1 FROM onion_sessions WHERE session_id = ? LIMIT 1", (session_id,)).fetchone()
+            kept = None if used else tenant
+            db.execute("INSERT INTO onion_session_tenants VALUES (?, ?)", (session_id, kept))
+            return kept
+
+        return await self._change(claim)
 
     async def lock_session(self, session_id: str, owner: str, lease: float, *, renew: bool = False) -> bool:
         now = self.clock()
@@ -316,10 +348,25 @@ def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
         db.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
         db.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
         db.executescript(_SCHEMA)
+        _add_tenants(db)
     except BaseException:
         db.close()
         raise
     return db
+
+
+def _add_tenants(db: sqlite3.Connection) -> None:
+    """Give a file of an older onion (runs without a `tenant` column) the column, and the index on it.
+
+    Its runs are of no tenant. Two processes opening the file at once both try: the second finds the column.
+    """
+    if "tenant" not in {row[1] for row in db.execute("PRAGMA table_info(onion_runs)")}:
+        try:
+            db.execute("ALTER TABLE onion_runs ADD COLUMN tenant TEXT")
+        except sqlite3.OperationalError as error:
+            if "duplicate column" not in str(error):
+                raise
+    db.execute(_TENANT_INDEX)
 
 
 def _record(db: sqlite3.Cursor, run_id: str) -> RunRecord | None:
