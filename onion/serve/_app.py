@@ -14,15 +14,27 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from onion import Agent, OnionError, Principal
+from onion import Agent, OnionError, Principal, RunStateError
 from onion.errors import CallRejected
 
 from . import _agui
 from ._auth import SIGN_IN_HOURS, Auth, BodyTooLarge, Doors, Guard
 from ._bodies import MAX_BODY, Problem, decisions, parse_json, result_json, run_request
 from ._channel import Channel, Channels, name_the_channel
-from ._page import error_page, form_decisions, inbox_page, sign_in_page
-from ._runs import decide, decided, error_json, follow, listed, resume_streamed, shown, start, store_of
+from ._page import FormProblem, error_page, form_decisions, inbox_page, notice_page, sign_in_page
+from ._runs import (
+    already_decided,
+    decide,
+    decided,
+    error_json,
+    follow,
+    inbox_of,
+    listed,
+    resume_streamed,
+    shown,
+    start,
+    store_of,
+)
 
 FORM = "application/x-www-form-urlencoded"
 logger = logging.getLogger("onion.serve")
@@ -95,11 +107,8 @@ def serve(
         run_id = request.path_params["run_id"]
         body = await request.body()
         from_form = request.headers.get("content-type", "").startswith(FORM)
-        if from_form:
-            fields = dict(parse_qsl(body.decode("utf-8", "replace")))
-            given, csrf = form_decisions(fields), fields.get("csrf", "")
-        else:
-            given, csrf = parse_json(body), request.headers.get("x-csrf-token", "")
+        fields = dict(parse_qsl(body.decode("utf-8", "replace"))) if from_form else {}
+        csrf = fields.get("csrf", "") if from_form else request.headers.get("x-csrf-token", "")
         if request.scope["state"]["onion_needs_csrf"] and not hmac.compare_digest(
             csrf.encode(), request.scope["state"]["onion_csrf"].encode()
         ):
@@ -108,24 +117,44 @@ def serve(
             )
         principal = principal_of(request)
         check_decider(principal, deciders)
-        if wants_sse(request) and not from_form:
-            state = await decided(agent, run_id, decisions(given), principal)
+        if from_form:
+            return await decide_from_page(run_id, fields, principal)
+        given = decisions(parse_json(body))
+        if wants_sse(request):
+            state = await decided(agent, run_id, given, principal)
             return sse(await resume_streamed(agent, channels, state, principal))
         try:
-            result = await decide(agent, run_id, decisions(given), principal)
+            result = await decide(agent, run_id, given, principal)
         except Problem:
             raise
         except CallRejected as error:  # a rejected model call or run ends the run: the decision took effect
-            if from_form:
-                return RedirectResponse(f"/#run-{run_id}", 303)
             return JSONResponse(error_json(error), 500)
         except Exception as error:  # the resumed run failed
-            if from_form:
-                raise Problem(500, error_json(error)["message"]) from None
             return failed(error)
-        if from_form:
-            return RedirectResponse(f"/#run-{run_id}", 303)
         return JSONResponse(result_json(result))
+
+    async def decide_from_page(run_id: str, fields: dict[str, str], principal: Principal | None) -> Response:
+        """A decision from the page's form: it answers once the run is claimed (the run goes on in the background)
+        with the page saying what was decided; a second submit says who decided it already, and when."""
+        store = store_of(agent)
+        await shown(store, agent.name, run_id, principal)  # 404 for no run, or one that is not yours
+        try:
+            state = await store.load(run_id)
+            given = decisions(form_decisions(fields, state)) if state.paused else None
+        except FormProblem as problem:
+            return HTMLResponse(error_page(422, str(problem)), 422)
+        except RunStateError:  # running: someone decided it a moment ago
+            given = None
+        try:
+            if given is None:
+                raise Problem(409, "not paused")
+            state = await decided(agent, run_id, given, principal)
+            await resume_streamed(agent, channels, state, principal)
+        except Problem as problem:
+            if problem.status != 409:
+                return HTMLResponse(error_page(problem.status, problem.message), problem.status)
+            return HTMLResponse(notice_page("Already decided", await already_decided(store, agent.name, run_id)))
+        return RedirectResponse(f"/?decided={run_id}", 303)
 
     async def get_events(request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -147,8 +176,14 @@ def serve(
 
     async def inbox(request: Request) -> Response:
         principal = principal_of(request)
-        runs = None if agent.store is None else await listed(agent.store, agent.name, None, 100, principal)
-        return HTMLResponse(inbox_page(agent.name, runs, request.scope["state"]["onion_csrf"]))
+        given = request.query_params.get("page", "1")
+        number = int(given) if given.isascii() and given.isdigit() and int(given) > 0 else 1
+        shown_inbox = None
+        if agent.store is not None:
+            decided_run = request.query_params.get("decided")
+            shown_inbox = await inbox_of(agent, agent.store, principal, number, decided_run)
+            shown_inbox.signed_in = request.scope["state"]["onion_signed_in"]
+        return HTMLResponse(inbox_page(shown_inbox, agent.name, request.scope["state"]["onion_csrf"]))
 
     async def sign_in(request: Request) -> Response:
         fields = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
@@ -157,7 +192,7 @@ def serve(
         try:
             cookie, _ = doors.signed_in(fields.get("token", ""))
         except ValueError:
-            return HTMLResponse(sign_in_page(), 401)
+            return HTMLResponse(sign_in_page(wrong=True), 401)
         response = RedirectResponse("/", 303)
         secure = request.url.scheme == "https"
         response.set_cookie(

@@ -147,7 +147,7 @@ class Guard:
             await answer(send, 403, {"error": "cross-site request refused: send it from this server's own page"})
             return
         state = scope.setdefault("state", {})
-        state.update(onion_principal=None, onion_csrf="", onion_needs_csrf=False, onion_cookie=self.doors.cookie)
+        state.update(onion_principal=None, onion_csrf="", onion_needs_csrf=False, onion_signed_in=False)
         doors = self.doors
         if not doors.open and scope["path"] not in OPEN_PATHS:
             principal = doors.bearer(headers.get("authorization", ""))
@@ -155,7 +155,7 @@ class Guard:
                 signed = doors.cookie_principal(cookie_of(headers, doors.cookie))
                 if signed is not None:
                     principal, state["onion_csrf"] = signed
-                    state["onion_needs_csrf"] = post
+                    state["onion_needs_csrf"], state["onion_signed_in"] = post, True
             if principal is None and doors.auth is not None:
                 principal = await doors.from_auth(Request(scope))
             if principal is None:

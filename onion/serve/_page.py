@@ -1,116 +1,293 @@
-"""The page for people (`GET /`): the runs, each paused run's calls with approve / edit / reject, no JavaScript.
+"""The page for people (`GET /`): waiting runs first, each call with its context, and decisions made safely.
 
-Each pending call shows its kind (a tool call, a model call, a run); only a tool call can be edited.
-
-Everything shown comes from the store and is escaped; arguments and
-reasons are scrubbed of secrets as `python -m onion runs show` does (the
-editor starts from the scrubbed arguments: an edit replaces them whole).
+No JavaScript, nothing fetched from outside: plain HTML forms (a page that
+waits on a run refreshes itself with a `<meta>` refresh). Everything shown
+comes from the store and is escaped. A card shows what a person needs to
+decide: the run's input, the conversation so far (collapsed), the tool's
+description, the reason, the run's age, agent, session and principal, and its
+decisions so far. Arguments are shown per field as they are (the approver
+sees the recipient), but secrets, which are shown as "a secret, N characters"
+and never sent back: an edit is merged over the real arguments, field by
+field. Nothing is pre-selected: a call left without a choice is named.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-STYLE = """body{font:15px system-ui,sans-serif;margin:2em;max-width:70em;color:#222}
+from onion import Message, RunState
+from onion.scrub import SECRET_NAME, SECRETS, scrub
+
+STYLE = """body{font:15px system-ui,sans-serif;margin:1em auto;max-width:70em;padding:0 1em;color:#222}
 table{border-collapse:collapse;width:100%}td,th{padding:.3em .6em;border-bottom:1px solid #ddd;text-align:left}
 .paused{background:#fff8e0;padding:1em;margin:1em 0;border:1px solid #e0c060;border-radius:6px}
-textarea{width:100%;font:13px monospace}pre{background:#f4f4f4;padding:.5em;white-space:pre-wrap}
-.error{color:#a00}"""
+.notice{background:#e8f4e8;padding:1em;border:1px solid #8c8;border-radius:6px}
+fieldset{border:1px solid #ccc;border-radius:4px;margin:.6em 0}
+textarea,input[type=text]{width:100%;font:13px monospace;box-sizing:border-box}
+pre{background:#f4f4f4;padding:.5em;white-space:pre-wrap;word-break:break-word}.meta{color:#555;font-size:13px}
+.error{color:#a00}.secret{font-style:italic;color:#555}
+:focus{outline:3px solid #36c}button{font-size:15px;margin-right:.5em}"""
+PER_PAGE = 20
+KINDS = {"tool": "tool call", "model": "model call", "run": "run"}
+"""How the page names a pending call's kind."""
 
 
-def page(title: str, body: str) -> str:
+def page(title: str, body: str, *, refresh: int | None = None) -> str:
+    meta = "" if refresh is None else f"<meta http-equiv=refresh content={refresh}>"
     return (
-        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{escape(title)}</title>"
-        f"<style>{STYLE}</style></head><body>{body}</body></html>"
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        "<meta name=viewport content='width=device-width, initial-scale=1'>"
+        f"{meta}<title>{escape(title)}</title><style>{STYLE}</style></head><body>{body}</body></html>"
     )
 
 
-def sign_in_page() -> str:
-    """The 401 answer of `GET /` with a token: one field, nothing of the app's data."""
+def sign_in_page(wrong: bool = False) -> str:
+    """The 401 answer of `GET /` with tokens: one field, nothing of the app's data (`wrong`: say so)."""
+    said = "<p class=error id=wrong role=alert>That token is not one of this server's: try again.</p>" if wrong else ""
     form = (
-        "<h1>Sign in</h1><form method=post action=/sign-in>"
-        "<label>Token <input type=password name=token id=token autofocus></label> "
+        f"<h1>Sign in</h1>{said}<form method=post action=/sign-in>"
+        "<label for=token>Token</label> <input type=password name=token id=token autofocus> "
         "<button type=submit id=sign-in>Sign in</button></form>"
     )
     return page("Sign in", form)
 
 
 def error_page(status: int, message: str) -> str:
-    return page("Error", f"<h1>{status}</h1><p class=error id=error>{escape(message)}</p><p><a href=/>Back</a></p>")
+    title = "Nothing was decided" if status < 500 else "Something failed"
+    body = (
+        f"<h1>{title}</h1><p class=error id=error role=alert>{escape(message)}</p><p><a href=/>Back to the runs</a></p>"
+    )
+    return page(title, body)
 
 
-def inbox_page(agent: str, runs: list[dict[str, Any]] | None, csrf: str) -> str:
-    """The runs (`None`: the agent has no store) and a decision form for each paused run."""
+def notice_page(title: str, message: str, *, refresh: int | None = None) -> str:
+    body = f"<h1>{escape(title)}</h1><p class=notice id=notice role=status>{escape(message)}</p>"
+    return page(title, body + "<p><a href=/>Back to the runs</a></p>", refresh=refresh)
+
+
+@dataclass(slots=True)
+class Card:
+    """A paused run as the page shows it: its record's summary, its state, and its agent's tools' descriptions."""
+
+    run: dict[str, Any]
+    state: RunState
+    tools: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Inbox:
+    """What `GET /` shows: the cards of one page of waiting runs, every run's row, and where the pages are."""
+
+    agent: str
+    cards: list[Card]
+    runs: list[dict[str, Any]]
+    waiting: int
+    page: int = 1
+    pages: int = 1
+    notice: str | None = None
+    running: bool = False
+    signed_in: bool = False
+
+
+def inbox_page(inbox: Inbox | None, agent: str, csrf: str) -> str:
+    """The runs (`None`: the agent has no store): waiting ones first, each with its decision form, then all."""
     parts = [f"<h1>Runs of {escape(agent)}</h1>"]
-    if runs is None:
+    if inbox is None:
         parts.append(
             "<p id=no-store>This agent has no store: runs and decisions need <code>Agent(store=...)</code>.</p>"
         )
         return page("Runs", "".join(parts))
-    parts += [paused_form(run, csrf) for run in runs if run["status"] == "paused"]
-    rows = "".join(
-        f"<tr id='row-{escape(r['run_id'])}'><td>{escape(r['run_id'])}</td><td class=status>{escape(r['status'])}</td>"
-        f"<td>{len(r['pending'])}</td><td>{escape(r['session'] or '')}</td></tr>"
-        for r in runs
-    )
-    parts.append(f"<table><tr><th>run</th><th>status</th><th>pending</th><th>session</th></tr>{rows}</table>")
-    if not runs:
+    if inbox.signed_in:
+        parts.append("<form method=post action=/sign-out><button type=submit id=sign-out>Sign out</button></form>")
+    if inbox.notice:
+        parts.append(f"<p class=notice id=notice role=status>{escape(inbox.notice)}</p>")
+    parts.append(f"<p id=waiting>{inbox.waiting} run{'s' if inbox.waiting != 1 else ''} waiting for a decision</p>")
+    parts += [paused_form(card, csrf) for card in inbox.cards]
+    if inbox.pages > 1:
+        links = " ".join(
+            f"<a href='/?page={n}' id='page-{n}'{' aria-current=page' if n == inbox.page else ''}>{n}</a>"
+            for n in range(1, inbox.pages + 1)
+        )
+        parts.append(f"<nav aria-label='pages of waiting runs'>Pages: {links}</nav>")
+    rows = "".join(row(r) for r in inbox.runs)
+    header = "<tr><th>run</th><th>status</th><th>pending</th><th>session</th><th>tenant</th><th>updated</th></tr>"
+    parts.append(f"<h2>All runs</h2><table>{header}{rows}</table>")
+    if not inbox.runs:
         parts.append("<p>No runs yet.</p>")
-    return page("Runs", "".join(parts))
+    return page("Runs", "".join(parts), refresh=5 if inbox.running else None)
 
 
-KINDS = {"tool": "tool call", "model": "model call", "run": "run"}
-"""How the page names a pending call's kind."""
-
-
-def paused_form(run: dict[str, Any], csrf: str) -> str:
-    from onion.scrub import scrub, scrub_value
-
+def row(run: dict[str, Any]) -> str:
     run_id = escape(run["run_id"])
-    calls = []
-    for call in run["pending"]:
-        key, kind = escape(call["id"]), call.get("kind", "tool")
-        editable = kind == "tool"  # a paused model call or run has no arguments: the state refuses an edit
-        args = escape(json.dumps(scrub_value(call["args"]), indent=2, ensure_ascii=False))
-        edit = (
-            f"<label><input type=radio name='decision:{key}' value=edit id='edit-{key}'> approve with these arguments"
-            f"</label> "
-            if editable
-            else ""
-        )
-        shown = f"<textarea name='args:{key}' id='args-{key}' rows=4>{args}</textarea>" if editable else ""
-        calls.append(
-            f"<fieldset><legend><span class=kind id='kind-{key}'>{escape(KINDS.get(kind, kind))}</span> "
-            f"<b>{escape(call['name'])}</b> ({key}): {escape(scrub(call['reason']))}</legend>"
-            f"<label><input type=radio name='decision:{key}' value=approve checked> approve</label> {edit}"
-            f"<label><input type=radio name='decision:{key}' value=reject id='reject-{key}'> reject</label>{shown}"
-            f"<label>Reason to reject <input name='reason:{key}' id='reason-{key}'></label></fieldset>"
-        )
+    status = escape(run.get("shown_status") or run["status"])
+    return (
+        f"<tr id='row-{run_id}'><td>{run_id}</td><td class=status>{status}</td><td>{len(run['pending'])}</td>"
+        f"<td>{escape(run['session'] or '')}</td><td>{escape(run.get('tenant') or '')}</td>"
+        f"<td>{escape(ago(run['updated']))}</td></tr>"
+    )
+
+
+def ago(when: float, now: float | None = None) -> str:
+    seconds = max(0, int((time.time() if now is None else now) - when))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit} ago"
+    return f"{seconds}s ago"
+
+
+def paused_form(card: Card, csrf: str) -> str:
+    """One waiting run: its context, then a fieldset per pending call with approve / edit / reject (none
+    chosen), and buttons to decide, or to approve or reject every call left without a choice."""
+    run, state = card.run, card.state
+    run_id = escape(run["run_id"])
+    calls = "".join(call_fieldset(call, card.tools.get(call.name, "")) for call in state.pending)
     return (
         f"<form class=paused id='run-{run_id}' method=post action='/runs/{run_id}/decisions'>"
-        f"<h2>{run_id} waits</h2><input type=hidden name=csrf value='{escape(csrf)}'>{''.join(calls)}"
-        f"<p><button type=submit id='decide-{run_id}'>Decide</button></p></form>"
+        f"<h2>{run_id} waits</h2>{context(card)}<input type=hidden name=csrf value='{escape(csrf)}'>{calls}"
+        f"<p><button type=submit id='decide-{run_id}'>Decide</button>"
+        f"<button type=submit name=all value=approve id='approve-all-{run_id}'>Approve the rest</button>"
+        f"<button type=submit name=all value=reject id='reject-all-{run_id}'>Reject the rest</button></p></form>"
     )
 
 
-def form_decisions(fields: dict[str, str]) -> dict[str, Any]:
-    """The page's form as a decisions body: `decision:<id>` approve / edit / reject, `args:<id>`, `reason:<id>`."""
-    body: dict[str, Any] = {"approve": [], "reject": {}, "edit": {}}
-    for name, value in fields.items():
-        if not name.startswith("decision:"):
-            continue
-        call_id = name.removeprefix("decision:")
-        if value == "approve":
-            body["approve"].append(call_id)
-        elif value == "reject":
-            body["reject"][call_id] = fields.get(f"reason:{call_id}") or "rejected by a person"
-        elif value == "edit":
-            try:
-                body["edit"][call_id] = json.loads(fields.get(f"args:{call_id}", ""))
-            except ValueError as error:
-                from ._bodies import Problem
+def context(card: Card) -> str:
+    """What the run asked and did so far, who it is for, and what was decided before."""
+    run, state = card.run, card.state
+    who = "nobody" if state.principal is None else state.principal.id
+    if state.principal is not None and state.principal.tenant:
+        who += f" ({state.principal.tenant})"
+    facts = f"agent {run['agent']} · for {who} · started {ago(run['created'])}"
+    if run["session"]:
+        facts += f" · session {run['session']}"
+    parts = [f"<p class=meta>{escape(facts)}</p>", f"<p><b>Asked:</b> {escape(input_text(state))}</p>"]
+    history = [m for m in [*state.messages, *state.answered] if m.role in ("assistant", "tool")]
+    if history:
+        lines = "".join(f"<li>{escape(message_line(m))}</li>" for m in history)
+        parts.append(
+            f"<details><summary>The conversation so far ({len(history)} steps)</summary><ul>{lines}</ul></details>"
+        )
+    if state.decisions:
+        done = "".join(
+            f"<li>{escape(d.call_id)}: {escape(d.decision)} by {escape(d.by.id if d.by else 'nobody')} "
+            f"at {escape(d.at)}</li>"
+            for d in state.decisions
+        )
+        parts.append(f"<details><summary>Decided before ({len(state.decisions)})</summary><ul>{done}</ul></details>")
+    return "".join(parts)
 
-                raise Problem(422, f"the arguments of {call_id} are not valid JSON ({error}): fix them") from None
+
+def input_text(state: RunState) -> str:
+    given = state.input
+    if isinstance(given, str):
+        return given
+    if isinstance(given, Message):
+        return given.text
+    if isinstance(given, list) and given:
+        return given[-1].text
+    first = next((m for m in state.messages if m.role == "user"), None)
+    return "" if first is None else first.text
+
+
+def message_line(message: Message) -> str:
+    text = scrub(message.text, SECRETS)
+    text = text if len(text) <= 300 else text[:300] + "…"
+    if message.role == "tool":
+        return f"result of {message.tool_call_id}{' (error)' if message.is_error else ''}: {text}"
+    asked = ", ".join(f"{c.name} ({c.id})" for c in message.tool_calls)
+    return f"model: {text}" + (f" → asked for {asked}" if asked else "")
+
+
+def call_fieldset(call: Any, description: str) -> str:
+    key, kind = escape(call.id), call.kind
+    editable = kind == "tool"  # a paused model call or run has no arguments: the state refuses an edit
+    name = f"decision:{key}"
+    choices = [f"<label><input type=radio name='{name}' value=approve id='approve-{key}'> approve</label>"]
+    if editable:
+        choices.append(
+            f"<label><input type=radio name='{name}' value=edit id='edit-{key}'> approve with my changes</label>"
+        )
+    choices.append(f"<label><input type=radio name='{name}' value=reject id='reject-{key}'> reject</label>")
+    about = f"<p class=meta id='about-{key}'>{escape(description)}</p>" if description else ""
+    fields = "".join(arg_field(key, arg, value) for arg, value in call.args.items()) if editable else ""
+    return (
+        f"<fieldset><legend><span class=kind id='kind-{key}'>{escape(KINDS.get(kind, kind))}</span> "
+        f"<b>{escape(call.name)}</b> ({key}): {escape(scrub(call.reason, SECRETS))}</legend>{about}{fields}"
+        f"<p>{' '.join(choices)}</p>"
+        f"<label for='reason-{key}'>Reason to reject</label> <input type=text name='reason:{key}' id='reason-{key}'>"
+        "</fieldset>"
+    )
+
+
+def is_secret(name: str, value: Any) -> bool:
+    """A field a person is shown only the size of: a secret's name, or a secret in the text."""
+    if SECRET_NAME.search(name):
+        return True
+    return isinstance(value, str) and scrub(value, SECRETS) != value
+
+
+def arg_field(key: str, arg: str, value: Any) -> str:
+    """One argument, readable and editable: text as text (wrapped), other values as JSON, a secret by its size."""
+    ident = escape(f"arg-{key}-{arg}")
+    label = f"<label for='{ident}'><b>{escape(arg)}</b></label>"
+    field_name = escape(f"field:{key}:{arg}")
+    if is_secret(arg, value):
+        size = len(value) if isinstance(value, str) else len(json.dumps(value))
+        return (
+            f"<p>{label} <span class=secret id='{ident}-secret'>a secret, {size} characters</span> "
+            f"<input type=text name='{field_name}' id='{ident}' placeholder='unchanged' autocomplete=off></p>"
+        )
+    if isinstance(value, str):
+        rows = min(8, value.count("\n") + 1 + len(value) // 90)
+        return f"<p>{label}<textarea name='{field_name}' id='{ident}' rows={rows}>{escape(value)}</textarea></p>"
+    shown = escape(json.dumps(value, ensure_ascii=False))
+    return f"<p>{label} <input type=text name='{field_name}' id='{ident}' value='{shown}'></p>"
+
+
+def form_decisions(fields: dict[str, str], state: RunState) -> dict[str, Any]:
+    """The page's form as a decisions body, against the paused `state` it decides: `decision:<id>` approve /
+    edit / reject (`all`: approve or reject every call left without a choice); an edit is merged over the
+    call's real arguments field by field (a secret left empty stays as it was). `FormProblem` in plain words
+    for a field that does not read, or a call left without a choice."""
+    body: dict[str, Any] = {"approve": [], "reject": {}, "edit": {}}
+    rest = fields.get("all")
+    undecided = []
+    for call in state.pending:
+        choice = fields.get(f"decision:{call.id}") or rest
+        if choice == "approve":
+            body["approve"].append(call.id)
+        elif choice == "reject":
+            body["reject"][call.id] = fields.get(f"reason:{call.id}") or "rejected by a person"
+        elif choice == "edit":
+            body["edit"][call.id] = merged(call.id, call.args, fields)
+        else:
+            undecided.append(f"{call.name} ({call.id})")
+    if undecided:
+        raise FormProblem(f"Choose approve, approve with my changes or reject for {', '.join(undecided)}.")
     return body
+
+
+def merged(call_id: str, args: dict[str, Any], fields: dict[str, str]) -> dict[str, Any]:
+    edited = dict(args)
+    for arg, value in args.items():
+        given = fields.get(f"field:{call_id}:{arg}")
+        if given is None or (given == "" and is_secret(arg, value)):
+            continue
+        if isinstance(value, str):
+            edited[arg] = given
+            continue
+        try:
+            edited[arg] = json.loads(given)
+        except ValueError:
+            raise FormProblem(
+                f"The field {arg} of {call_id} is not a value this page can read: write a number, true or false, "
+                f"or JSON such as [1, 2] — it was {given!r}."
+            ) from None
+    return edited
+
+
+class FormProblem(Exception):
+    """A form that cannot be read as decisions; the message says, in plain words, what to change."""

@@ -8,6 +8,7 @@ store: of two requests deciding one batch, one runs it and the other gets
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,6 +20,7 @@ from onion.stores import RunRecord, Store
 
 from ._bodies import Problem, RunRequest, event_json, event_name
 from ._channel import Channel, Channels, current
+from ._page import PER_PAGE, Card, Inbox
 
 
 def error_json(error: BaseException) -> dict[str, str]:
@@ -112,7 +114,82 @@ async def shown(store: Store, agent: str, run_id: str, principal: Principal | No
     return shown
 
 
-REFUSED = {"not_paused": 409, "not_pending": 409, "not_editable": 409, "undecided": 422, "conflict": 422}
+async def inbox_of(
+    agent: Agent[Any], store: Store, principal: Principal | None, number: int, decided_run: str | None
+) -> Inbox:
+    """What the page shows `principal`: page `number` of the waiting runs (oldest first, none ever dropped),
+    the most recent runs, and, after a decision on `decided_run`, what came of it."""
+    every = await (
+        store.runs(limit=2**31 - 1) if principal is None else store.runs(limit=2**31 - 1, tenant=principal.tenant)
+    )
+    records = [r for r in every if r.agent == agent.name]
+    now = time.time()
+    waiting = sorted((r for r in records if r.status == "paused" and r.state), key=lambda r: r.created)
+    pages = max(1, -(-len(waiting) // PER_PAGE))
+    number = min(number, pages)
+    tools = {tool.name: tool.description for tool in agent.tools}
+    cards = [
+        Card(summary(r), RunState.from_json(r.state or ""), tools)
+        for r in waiting[(number - 1) * PER_PAGE : number * PER_PAGE]
+    ]
+    rows = []
+    for record in records[:100]:
+        row = summary(record)
+        if record.status == "running" and record.lease_expires is not None and record.lease_expires < now:
+            row["shown_status"] = "resumable (its worker stopped)"
+        rows.append(row)
+    inbox = Inbox(agent.name, cards, rows, len(waiting), number, pages)
+    if decided_run is not None:
+        inbox.notice, inbox.running = await decided_notice(store, agent.name, decided_run, principal)
+    return inbox
+
+
+async def decided_notice(store: Store, agent: str, run_id: str, principal: Principal | None) -> tuple[str, bool]:
+    """What came of a decision on `run_id`, for the page: still running (the page refreshes), what the decided
+    calls returned and the run's answer, or that it waits again."""
+    try:
+        run = await shown(store, agent, run_id, principal)
+    except Problem:
+        return f"Run {run_id} is not here any more.", False
+    if run["status"] == "running":
+        return f"Decided run {run_id}: it is running now (this page refreshes until it ends).", True
+    decided = {d["call_id"]: d for d in run["decisions"]}
+    ran = [
+        f"{m['tool_call_id']} returned {str(m.get('text', ''))[:200]!r}"
+        for m in run["messages"]
+        if m.get("role") == "tool"
+        and m.get("tool_call_id") in decided
+        and decided[m["tool_call_id"]]["decision"] != "rejected"
+    ]
+    what = ("; ".join(ran) + ". ") if ran else ""
+    if run["status"] == "completed":
+        return f"Decided run {run_id}. {what}It completed: {scrub(str(run['output']))[:500]}", False
+    if run["status"] == "paused":
+        return f"Decided run {run_id}. {what}It waits for another decision (below).", False
+    return f"Decided run {run_id}. {what}It failed: python -m onion runs resume {run_id} goes on with it.", False
+
+
+async def already_decided(store: Store, agent: str, run_id: str) -> str:
+    """Who decided `run_id`'s batch already, and when, for a second submit of the same form."""
+    try:
+        run = await shown(store, agent, run_id, None)
+    except Problem:
+        return f"Run {run_id} was decided already; nothing ran twice."
+    last = run["decisions"][-1] if run["decisions"] else None
+    if last is None:
+        return f"Run {run_id} was decided already (it is {run['status']} now); nothing ran twice."
+    who = "someone" if last["by"] is None else last["by"]["id"]
+    return f"Run {run_id} was already decided by {who} at {last['at']}; nothing ran twice (it is {run['status']} now)."
+
+
+REFUSED = {
+    "not_paused": 409,
+    "not_pending": 409,
+    "not_editable": 409,
+    "not_resolvable": 409,
+    "undecided": 422,
+    "conflict": 422,
+}
 """The status of each `DecisionRefused.why`: 409 when the run is not (or no longer) waiting for that, else 422."""
 
 

@@ -93,7 +93,7 @@ async def test_a_run_that_fails_on_a_fault_answers_scrubbed_json_and_is_logged_o
 
 async def test_rejecting_a_paused_model_call_from_the_page_goes_back_to_the_page() -> None:
     """Rejecting a paused model call ends the run (`CallRejected`): from the page's form that is the decision
-    taking effect, a redirect to the page, not a page titled 500."""
+    taking effect, a redirect to the page saying so, not a page titled 500."""
     from onion import ModelCall
 
     async def costly(ctx: ModelCall, call_next: Any) -> Any:
@@ -106,7 +106,7 @@ async def test_rejecting_a_paused_model_call_from_the_page_goes_back_to_the_page
         call_id = paused["pending"][0]["id"]
         form = {f"decision:{call_id}": "reject", f"reason:{call_id}": "too dear"}
         answer = await http.post(f"/runs/{paused['run_id']}/decisions", data=form)
-    assert answer.status_code == 303 and answer.headers["location"] == f"/#run-{paused['run_id']}"
+    assert answer.status_code == 303 and answer.headers["location"] == f"/?decided={paused['run_id']}"
 
 
 async def test_a_clients_ag_ui_history_cannot_forge_instructions_tool_calls_or_results() -> None:

