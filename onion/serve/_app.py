@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import hmac
+import json
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
@@ -99,9 +101,11 @@ def serve(
         )
 
     async def get_run(request: Request) -> Response:
-        return JSONResponse(
-            await shown(store_of(agent), agent.name, request.path_params["run_id"], principal_of(request))
-        )
+        shown_run = await shown(store_of(agent), agent.name, request.path_params["run_id"], principal_of(request))
+        if agent.output_type is not str and isinstance(shown_run["output"], str):  # one shape with POST /runs
+            with contextlib.suppress(ValueError):
+                shown_run["output"] = json.loads(shown_run["output"])
+        return JSONResponse(shown_run)
 
     async def post_decisions(request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -118,7 +122,7 @@ def serve(
         principal = principal_of(request)
         check_decider(principal, deciders)
         if from_form:
-            return await decide_from_page(run_id, fields, principal)
+            return await decide_from_page(request, run_id, fields)
         given = decisions(parse_json(body))
         if wants_sse(request):
             state = await decided(agent, run_id, given, principal)
@@ -133,16 +137,16 @@ def serve(
             return failed(error)
         return JSONResponse(result_json(result))
 
-    async def decide_from_page(run_id: str, fields: dict[str, str], principal: Principal | None) -> Response:
+    async def decide_from_page(request: Request, run_id: str, fields: dict[str, str]) -> Response:
         """A decision from the page's form: it answers once the run is claimed (the run goes on in the background)
         with the page saying what was decided; a second submit says who decided it already, and when."""
-        store = store_of(agent)
+        store, principal = store_of(agent), principal_of(request)
         await shown(store, agent.name, run_id, principal)  # 404 for no run, or one that is not yours
         try:
             state = await store.load(run_id)
             given = decisions(form_decisions(fields, state)) if state.paused else None
         except FormProblem as problem:
-            return HTMLResponse(error_page(422, str(problem)), 422)
+            return HTMLResponse(error_page(422, str(problem), root_of(request)), 422)
         except RunStateError:  # running: someone decided it a moment ago
             given = None
         try:
@@ -152,9 +156,10 @@ def serve(
             await resume_streamed(agent, channels, state, principal)
         except Problem as problem:
             if problem.status != 409:
-                return HTMLResponse(error_page(problem.status, problem.message), problem.status)
-            return HTMLResponse(notice_page("Already decided", await already_decided(store, agent.name, run_id)))
-        return RedirectResponse(f"/?decided={run_id}", 303)
+                return HTMLResponse(error_page(problem.status, problem.message, root_of(request)), problem.status)
+            said = await already_decided(store, agent.name, run_id)
+            return HTMLResponse(notice_page("Already decided", said, root=root_of(request)))
+        return RedirectResponse(f"{root_of(request)}/?decided={run_id}", 303)
 
     async def get_events(request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -183,17 +188,22 @@ def serve(
             decided_run = request.query_params.get("decided")
             shown_inbox = await inbox_of(agent, agent.store, principal, number, decided_run)
             shown_inbox.signed_in = request.scope["state"]["onion_signed_in"]
+            shown_inbox.root = root_of(request)
         return HTMLResponse(inbox_page(shown_inbox, agent.name, request.scope["state"]["onion_csrf"]))
 
     async def sign_in(request: Request) -> Response:
         fields = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
         if not doors.tokens:
-            return RedirectResponse("/", 303)
+            return RedirectResponse(f"{root_of(request)}/", 303)
+        client = request.client.host if request.client else "?"
+        if doors.refused_too_often(client):
+            raise Problem(429, "too many wrong tokens from this address: wait a minute before signing in again")
         try:
             cookie, _ = doors.signed_in(fields.get("token", ""))
         except ValueError:
-            return HTMLResponse(sign_in_page(wrong=True), 401)
-        response = RedirectResponse("/", 303)
+            doors.refused_too_often(client, failed=True)
+            return HTMLResponse(sign_in_page(wrong=True, root=root_of(request)), 401)
+        response = RedirectResponse(f"{root_of(request)}/", 303)
         secure = request.url.scheme == "https"
         response.set_cookie(
             doors.cookie, cookie, max_age=int(SIGN_IN_HOURS * 3600), httponly=True, samesite="strict", secure=secure
@@ -201,7 +211,7 @@ def serve(
         return response
 
     async def sign_out(request: Request) -> Response:
-        response = RedirectResponse("/", 303)
+        response = RedirectResponse(f"{root_of(request)}/", 303)
         response.delete_cookie(doors.cookie, httponly=True, samesite="strict")
         return response
 
@@ -214,8 +224,9 @@ def serve(
 
     async def problem(request: Request, error: Exception) -> Response:
         status, message = (error.status, error.message) if isinstance(error, Problem) else (413, str(error))
-        if request.headers.get("content-type", "").startswith(FORM) or request.url.path == "/":
-            return HTMLResponse(error_page(status, message), status)
+        page_asked = request.scope["path"] in (root_of(request), f"{root_of(request)}/")
+        if request.headers.get("content-type", "").startswith(FORM) or page_asked:
+            return HTMLResponse(error_page(status, message, root_of(request)), status)
         return JSONResponse({"error": message}, status)
 
     routes = [
@@ -242,6 +253,12 @@ def failed(error: Exception) -> JSONResponse:
     if not isinstance(error, OnionError):  # onion's own errors are the run's outcome; anything else is a fault
         logger.error("a run failed: %s: %s", body["error"], body["message"])
     return JSONResponse(body, 500)
+
+
+def root_of(request: Request) -> str:
+    """Where the app is mounted (`Mount("/agent", app)`: "/agent"), without a trailing slash."""
+    root: str = request.scope.get("root_path", "")
+    return root.rstrip("/")
 
 
 def principal_of(request: Request) -> Principal | None:

@@ -33,6 +33,8 @@ OPEN_PATHS = ("/sign-in",)
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 """The hosts a server without a token answers by default: a page whose name was rebound to 127.0.0.1 is refused."""
 SIGN_IN_HOURS = 12.0
+FAILURES = 10
+"""Failed sign-ins or tokens a client may send in a minute before it gets 429."""
 """How long a sign-in cookie holds."""
 
 Auth = Callable[[Request], "Principal | Awaitable[Principal | None] | None"]
@@ -55,9 +57,26 @@ class Doors:
         self.auth = auth
         self.open = not given and auth is None
         """No token, tokens or auth: every request is let in, as no principal."""
+        self.failures: dict[str, list[float]] = {}
+        """Recent failed sign-ins and bearer tokens, by client address (`refused_too_often`)."""
         seed = "".join(sorted(self.tokens)) + name
         self.cookie = "onion_" + hashlib.sha256(seed.encode()).hexdigest()[:10]
         """The sign-in cookie's name, this server's own: two servers on one host do not sign each other out."""
+
+    def refused_too_often(self, client: str, failed: bool = False) -> bool:
+        """Whether `client` failed `FAILURES` times in the last minute (then it gets 429 until it cools down);
+        `failed`: count one more failure first."""
+        now = time.monotonic()
+        recent = [t for t in self.failures.get(client, ()) if now - t < 60.0]
+        if failed:
+            recent.append(now)
+        if recent:
+            self.failures[client] = recent
+        else:
+            self.failures.pop(client, None)
+        if len(self.failures) > 10_000:  # many addresses: forget the oldest rather than grow without bound
+            self.failures.pop(next(iter(self.failures)))
+        return len(recent) > FAILURES
 
     def bearer(self, header: str) -> Principal | None:
         """The principal of `Authorization: Bearer <token>` (the scheme in any case), else None."""
@@ -149,7 +168,9 @@ class Guard:
         state = scope.setdefault("state", {})
         state.update(onion_principal=None, onion_csrf="", onion_needs_csrf=False, onion_signed_in=False)
         doors = self.doors
-        if not doors.open and scope["path"] not in OPEN_PATHS:
+        root = scope.get("root_path", "").rstrip("/")
+        path = scope["path"][len(root) :] if scope["path"].startswith(root) else scope["path"]
+        if not doors.open and path not in OPEN_PATHS:
             principal = doors.bearer(headers.get("authorization", ""))
             if principal is None:
                 signed = doors.cookie_principal(cookie_of(headers, doors.cookie))
@@ -158,9 +179,13 @@ class Guard:
                     state["onion_needs_csrf"], state["onion_signed_in"] = post, True
             if principal is None and doors.auth is not None:
                 principal = await doors.from_auth(Request(scope))
+            client = (scope.get("client") or ("?", 0))[0]
+            if doors.refused_too_often(client, failed=principal is None and "authorization" in headers):
+                await answer(send, 429, {"error": "too many wrong credentials from this address: wait a minute"})
+                return
             if principal is None:
-                if scope["path"] == "/" and scope["method"] == "GET" and doors.tokens:
-                    await answer_html(send, 401, sign_in_page())
+                if path in ("", "/") and scope["method"] == "GET" and doors.tokens:
+                    await answer_html(send, 401, sign_in_page(root=root))
                     return
                 how = (
                     "send the header 'Authorization: Bearer <token>'" if doors.tokens else "sign in through your proxy"

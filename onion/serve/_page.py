@@ -45,28 +45,27 @@ def page(title: str, body: str, *, refresh: int | None = None) -> str:
     )
 
 
-def sign_in_page(wrong: bool = False) -> str:
+def sign_in_page(wrong: bool = False, root: str = "") -> str:
     """The 401 answer of `GET /` with tokens: one field, nothing of the app's data (`wrong`: say so)."""
     said = "<p class=error id=wrong role=alert>That token is not one of this server's: try again.</p>" if wrong else ""
     form = (
-        f"<h1>Sign in</h1>{said}<form method=post action=/sign-in>"
+        f"<h1>Sign in</h1>{said}<form method=post action='{escape(root)}/sign-in'>"
         "<label for=token>Token</label> <input type=password name=token id=token autofocus> "
         "<button type=submit id=sign-in>Sign in</button></form>"
     )
     return page("Sign in", form)
 
 
-def error_page(status: int, message: str) -> str:
+def error_page(status: int, message: str, root: str = "") -> str:
     title = "Nothing was decided" if status < 500 else "Something failed"
-    body = (
-        f"<h1>{title}</h1><p class=error id=error role=alert>{escape(message)}</p><p><a href=/>Back to the runs</a></p>"
-    )
+    said = f"<p class=error id=error role=alert>{escape(message)}</p>"
+    body = f"<h1>{title}</h1>{said}<p><a href='{escape(root)}/'>Back to the runs</a></p>"
     return page(title, body)
 
 
-def notice_page(title: str, message: str, *, refresh: int | None = None) -> str:
+def notice_page(title: str, message: str, *, refresh: int | None = None, root: str = "") -> str:
     body = f"<h1>{escape(title)}</h1><p class=notice id=notice role=status>{escape(message)}</p>"
-    return page(title, body + "<p><a href=/>Back to the runs</a></p>", refresh=refresh)
+    return page(title, body + f"<p><a href='{escape(root)}/'>Back to the runs</a></p>", refresh=refresh)
 
 
 @dataclass(slots=True)
@@ -91,6 +90,8 @@ class Inbox:
     notice: str | None = None
     running: bool = False
     signed_in: bool = False
+    root: str = ""
+    """Where the app is mounted (`root_path`): every link and form starts with it."""
 
 
 def inbox_page(inbox: Inbox | None, agent: str, csrf: str) -> str:
@@ -102,14 +103,18 @@ def inbox_page(inbox: Inbox | None, agent: str, csrf: str) -> str:
         )
         return page("Runs", "".join(parts))
     if inbox.signed_in:
-        parts.append("<form method=post action=/sign-out><button type=submit id=sign-out>Sign out</button></form>")
+        parts.append(
+            f"<form method=post action='{escape(inbox.root)}/sign-out'>"
+            "<button type=submit id=sign-out>Sign out</button></form>"
+        )
     if inbox.notice:
         parts.append(f"<p class=notice id=notice role=status>{escape(inbox.notice)}</p>")
     parts.append(f"<p id=waiting>{inbox.waiting} run{'s' if inbox.waiting != 1 else ''} waiting for a decision</p>")
-    parts += [paused_form(card, csrf) for card in inbox.cards]
+    parts += [paused_form(card, csrf, inbox.root) for card in inbox.cards]
     if inbox.pages > 1:
+        current = " aria-current=page"
         links = " ".join(
-            f"<a href='/?page={n}' id='page-{n}'{' aria-current=page' if n == inbox.page else ''}>{n}</a>"
+            f"<a href='{escape(inbox.root)}/?page={n}' id='page-{n}'{current if n == inbox.page else ''}>{n}</a>"
             for n in range(1, inbox.pages + 1)
         )
         parts.append(f"<nav aria-label='pages of waiting runs'>Pages: {links}</nav>")
@@ -139,14 +144,14 @@ def ago(when: float, now: float | None = None) -> str:
     return f"{seconds}s ago"
 
 
-def paused_form(card: Card, csrf: str) -> str:
+def paused_form(card: Card, csrf: str, root: str = "") -> str:
     """One waiting run: its context, then a fieldset per pending call with approve / edit / reject (none
     chosen), and buttons to decide, or to approve or reject every call left without a choice."""
     run, state = card.run, card.state
     run_id = escape(run["run_id"])
     calls = "".join(call_fieldset(call, card.tools.get(call.name, "")) for call in state.pending)
     return (
-        f"<form class=paused id='run-{run_id}' method=post action='/runs/{run_id}/decisions'>"
+        f"<form class=paused id='run-{run_id}' method=post action='{escape(root)}/runs/{run_id}/decisions'>"
         f"<h2>{run_id} waits</h2>{context(card)}<input type=hidden name=csrf value='{escape(csrf)}'>{calls}"
         f"<p><button type=submit id='decide-{run_id}'>Decide</button>"
         f"<button type=submit name=all value=approve id='approve-all-{run_id}'>Approve the rest</button>"

@@ -141,3 +141,54 @@ async def test_a_clients_ag_ui_history_cannot_forge_instructions_tool_calls_or_r
         streamed = await http.post("/ag-ui", json={**body, "forwardedProps": {}})
     assert streamed.status_code == 200 and "RUN_FINISHED" in streamed.text
     assert seen == [[("system", "Be careful."), ("user", "hello"), ("assistant", "hi"), ("user", "refund order 7")]]
+
+
+async def test_mounted_under_a_prefix_the_page_signs_in_links_and_decides_under_it() -> None:
+    """`Mount("/agent", app)`: the sign-in form, its redirect, the decision form and its redirect all stay under
+    /agent (root_path)."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from middleware import approve
+
+    agent = Agent(ScriptedModel([[call("look", city="Oslo")], "done"]), tools=[look], store=MemoryStore())
+    outer = Starlette(routes=[Mount("/agent", serve(agent.use(approve("look")), token="t0ken"))])
+    async with client(outer) as http:
+        login = await http.get("/agent/")
+        assert login.status_code == 401 and "action='/agent/sign-in'" in login.text
+        signed = await http.post("/agent/sign-in", data={"token": "t0ken"})
+        assert signed.status_code == 303 and signed.headers["location"] == "/agent/"
+        paused = (await http.post("/agent/runs", json={"input": "x"}, headers={"authorization": "Bearer t0ken"})).json()
+        page = (await http.get("/agent/", headers={"authorization": "Bearer t0ken"})).text
+        assert f"action='/agent/runs/{paused['run_id']}/decisions'" in page
+        form = {f"decision:{paused['pending'][0]['id']}": "approve"}
+        decided = await http.post(
+            f"/agent/runs/{paused['run_id']}/decisions", data=form, headers={"authorization": "Bearer t0ken"}
+        )
+    assert decided.status_code == 303 and decided.headers["location"] == f"/agent/?decided={paused['run_id']}"
+
+
+async def test_wrong_tokens_from_one_address_are_slowed_down_with_429() -> None:
+    """After ten wrong sign-ins or bearer tokens in a minute, that address gets 429 (the right token too, until
+    it cools down)."""
+    app = serve(Agent(ScriptedModel(["hi"]), store=MemoryStore()), token="t0ken")
+    async with client(app) as http:
+        answers = [(await http.post("/sign-in", data={"token": f"guess-{n}"})).status_code for n in range(6)]
+        answers += [(await http.get("/runs", headers={"authorization": f"Bearer g{n}"})).status_code for n in range(6)]
+        late = await http.get("/runs", headers={"authorization": "Bearer t0ken"})
+    assert answers[:10] == [401] * 10 and 429 in answers[10:] and late.status_code == 429
+
+
+async def test_a_typed_runs_output_has_one_shape_in_post_and_get() -> None:
+    """`GET /runs/{id}` answers a typed run's output as the same JSON object `POST /runs` does, not a string."""
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        name: str
+        population: int
+
+    agent = Agent(ScriptedModel(['{"name": "Oslo", "population": 700000}']), output_type=City, store=MemoryStore())
+    async with client(serve(agent)) as http:
+        posted = (await http.post("/runs", json={"input": "a city"})).json()
+        got = (await http.get(f"/runs/{posted['run_id']}")).json()
+    assert posted["output"] == got["output"] == {"name": "Oslo", "population": 700000}

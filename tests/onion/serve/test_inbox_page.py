@@ -48,10 +48,11 @@ async def test_a_person_signs_in_edits_a_paused_call_approves_it_and_sees_the_ru
         await browser.type("edited-in-browser.txt")
         served.fake.script(["Deleted it, as edited."])
         await browser.click(f"#decide-{run_id}")
-        for _ in range(100):
+        for _ in range(100):  # the decision answers once the run is claimed; the run ends in the background
             if await browser.text(f"#row-{run_id} .status") == "completed":
                 break
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.1)
+            await browser.open(served.url + "/")
         await browser.screenshot(tmp_path / "inbox.png")
         assert await browser.text(f"#row-{run_id} .status") == "completed"
         assert await browser.evaluate(f"document.querySelector('#run-{run_id}')") is None
