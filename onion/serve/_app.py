@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
@@ -18,11 +19,13 @@ from starlette.routing import Route
 
 from onion import Agent, OnionError, Principal, RunStateError
 from onion.errors import CallRejected
+from onion.scrub import scrub
 
 from . import _agui
 from ._auth import SIGN_IN_HOURS, Auth, BodyTooLarge, Doors, Guard
 from ._bodies import MAX_BODY, Problem, decisions, parse_json, result_json, run_request
 from ._channel import Channel, Channels, name_the_channel
+from ._notify import Notify
 from ._page import FormProblem, error_page, form_decisions, inbox_page, notice_page, sign_in_page
 from ._runs import (
     already_decided,
@@ -50,6 +53,8 @@ def serve(
     auth: Auth | None = None,
     allowed_hosts: Iterable[str] | None = None,
     approvers: Iterable[str] | None = None,
+    notify: str | None = None,
+    notify_page: str | None = None,
     heartbeat: float = 15.0,
     max_body: int = MAX_BODY,
     keep_events: float = 600.0,
@@ -59,7 +64,9 @@ def serve(
     Who is asking (docs/serve.md, "Who is asking"): `tokens` maps per-person bearer tokens to principals (the
     page signs in once into a cookie); `auth(request)` (sync or async) answers a `Principal` or None (401) for
     your own check; `token` alone is one principal. A principal sees and decides only runs of its tenant;
-    `approvers`: roles one of which a principal needs to decide. `allowed_hosts`: the `Host` names answered
+    `approvers`: roles one of which a principal needs to decide. `notify`: a webhook URL posted a message when
+    a run pauses (Slack/Teams incoming webhooks show it; `notify_page`: the page's public URL, for the link).
+    `allowed_hosts`: the `Host` names answered
     (default: loopback names without credentials, else any). `heartbeat`: seconds between SSE comments while
     a run sends nothing. `max_body`: the largest request body, in bytes. `keep_events`: seconds a streamed
     run's events stay for clients that reconnect (`GET /runs/{run_id}/events`). `agent` is not changed: the
@@ -70,7 +77,8 @@ def serve(
     doors = Doors(token, tokens, auth, agent.name)
     deciders = None if approvers is None else frozenset(approvers)
     channels = Channels(keep_events)
-    agent = agent._restacked(name_the_channel, agent.stack)
+    beside = [name_the_channel] if notify is None else [name_the_channel, Notify(notify, notify_page)]
+    agent = agent._restacked(*beside, agent.stack)
 
     def sse(channel: Channel, after: int = 0) -> StreamingResponse:
         body = follow(channel, after, heartbeat, cancel_on_leave=agent.store is None)
@@ -161,6 +169,22 @@ def serve(
             return HTMLResponse(notice_page("Already decided", said, root=root_of(request)))
         return RedirectResponse(f"{root_of(request)}/?decided={run_id}", 303)
 
+    async def post_resume(request: Request) -> Response:
+        """The page's Resume button: go on with a failed run, or one whose worker stopped, in the background."""
+        run_id = request.path_params["run_id"]
+        fields = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
+        state = request.scope["state"]
+        if state["onion_needs_csrf"] and not hmac.compare_digest(
+            fields.get("csrf", "").encode(), state["onion_csrf"].encode()
+        ):
+            raise Problem(403, "resuming with the page's cookie needs the page's CSRF token: resume from the page")
+        principal = principal_of(request)
+        check_decider(principal, deciders)
+        await shown(store_of(agent), agent.name, run_id, principal)  # 404 for no run, or one that is not yours
+        going = agent.recover(run_id, principal=principal)
+        channels.keep_running(asyncio.create_task(quietly(going, run_id)))
+        return RedirectResponse(f"{root_of(request)}/?decided={run_id}", 303)
+
     async def get_events(request: Request) -> Response:
         run_id = request.path_params["run_id"]
         given = request.headers.get("last-event-id", "0").strip() or "0"
@@ -238,6 +262,7 @@ def serve(
         Route("/runs/{run_id}", get_run, methods=["GET"]),
         Route("/runs/{run_id}/decisions", post_decisions, methods=["POST"]),
         Route("/runs/{run_id}/events", get_events, methods=["GET"]),
+        Route("/runs/{run_id}/resume", post_resume, methods=["POST"]),
         Route("/ag-ui", ag_ui, methods=["POST"]),
     ]
     return Starlette(
@@ -245,6 +270,14 @@ def serve(
         middleware=[Middleware(Guard, doors=doors, max_body=max_body, allowed_hosts=allowed_hosts)],
         exception_handlers={Problem: problem, BodyTooLarge: problem},
     )
+
+
+async def quietly(going: Any, run_id: str) -> None:
+    """Await a run resumed from the page; its failure is the run's outcome (the page shows it), logged here."""
+    try:
+        await going
+    except Exception as error:
+        logger.warning("run %s, resumed from the page, failed: %s: %s", run_id, type(error).__name__, scrub(str(error)))
 
 
 def failed(error: Exception) -> JSONResponse:

@@ -118,21 +118,32 @@ def inbox_page(inbox: Inbox | None, agent: str, csrf: str) -> str:
             for n in range(1, inbox.pages + 1)
         )
         parts.append(f"<nav aria-label='pages of waiting runs'>Pages: {links}</nav>")
-    rows = "".join(row(r) for r in inbox.runs)
-    header = "<tr><th>run</th><th>status</th><th>pending</th><th>session</th><th>tenant</th><th>updated</th></tr>"
+    rows = "".join(row(r, csrf, inbox.root) for r in inbox.runs)
+    header = (
+        "<tr><th>run</th><th>status</th><th>pending</th><th>session</th><th>tenant</th><th>updated</th><th></th></tr>"
+    )
     parts.append(f"<h2>All runs</h2><table>{header}{rows}</table>")
     if not inbox.runs:
         parts.append("<p>No runs yet.</p>")
     return page("Runs", "".join(parts), refresh=5 if inbox.running else None)
 
 
-def row(run: dict[str, Any]) -> str:
+def row(run: dict[str, Any], csrf: str = "", root: str = "") -> str:
+    """One run in the table; a failed run, or one whose worker stopped, with a Resume button (as
+    `python -m onion runs resume` goes on with it)."""
     run_id = escape(run["run_id"])
     status = escape(run.get("shown_status") or run["status"])
+    resume = ""
+    if run["status"] == "failed" or run.get("shown_status"):
+        resume = (
+            f"<form method=post action='{escape(root)}/runs/{run_id}/resume'>"
+            f"<input type=hidden name=csrf value='{escape(csrf)}'>"
+            f"<button type=submit id='resume-{run_id}'>Resume</button></form>"
+        )
     return (
         f"<tr id='row-{run_id}'><td>{run_id}</td><td class=status>{status}</td><td>{len(run['pending'])}</td>"
         f"<td>{escape(run['session'] or '')}</td><td>{escape(run.get('tenant') or '')}</td>"
-        f"<td>{escape(ago(run['updated']))}</td></tr>"
+        f"<td>{escape(ago(run['updated']))}</td><td>{resume}</td></tr>"
     )
 
 

@@ -113,3 +113,85 @@ async def test_every_waiting_run_is_reachable_by_paging_oldest_first() -> None:
         for number in range(1, 9):
             found += re.findall(r"<form class=paused id='run-([^']+)'", (await http.get(f"/?page={number}")).text)
     assert found == ids
+
+
+async def test_a_webhook_hears_of_each_pause_and_a_dead_one_never_slows_a_run() -> None:
+    """`notify=URL`: one JSON message per pause (Slack/Teams show its `text`, with the link to the card), its
+    secrets scrubbed; a webhook nobody answers costs the run nothing."""
+    import asyncio
+    import json
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    heard: list[dict[str, Any]] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            heard.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/hook"
+        agent = mailer(MemoryStore())
+        app = serve(agent, notify=url, notify_page="https://agents.example.com/")
+        async with client(app) as http:
+            paused = (await http.post("/runs", json={"input": "tell Ada"})).json()
+        for _ in range(100):
+            if heard:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        server.shutdown()
+    [message] = heard
+    assert message["run_id"] == paused["run_id"] and len(message["pending"]) == 2
+    assert f"https://agents.example.com/#run-{paused['run_id']}" in message["text"] and API_KEY not in str(message)
+
+    dead = serve(mailer(MemoryStore()), notify="http://127.0.0.1:9/nobody")
+    started = time.perf_counter()
+    async with client(dead) as http:
+        assert (await http.post("/runs", json={"input": "tell Ada"})).json()["status"] == "paused"
+    assert time.perf_counter() - started < 2.0
+
+
+async def test_a_failed_run_has_a_resume_button_that_goes_on_with_it() -> None:
+    """A run that failed shows Resume; pressing it goes on with the run (as `runs resume`) and the page says what
+    came of it."""
+    import asyncio
+
+    from onion import ModelCall
+
+    calls: list[int] = []
+
+    async def flaky(ctx: ModelCall, call_next: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:  # the second model call, after the tool ran
+            raise RuntimeError("the worker fell over")
+        return await call_next(ctx)
+
+    store = MemoryStore()
+    model = ScriptedModel([[call("find_customer", name="Ada")], "Found her."])
+    agent = Agent(model, tools=[find_customer], name="finder", store=store).use(flaky)
+    try:
+        await agent.run("find Ada")
+    except RuntimeError:
+        pass
+    [record] = await store.runs()
+    assert record.status == "failed"
+    async with client(serve(agent)) as http:
+        page = (await http.get("/")).text
+        assert f"id='resume-{record.run_id}'" in page
+        resumed = await http.post(f"/runs/{record.run_id}/resume", data={})
+        assert resumed.status_code == 303
+        for _ in range(100):
+            if (await store.run_record(record.run_id)).status == "completed":  # type: ignore[union-attr]
+                break
+            await asyncio.sleep(0.02)
+        shown = (await http.get(f"/?decided={record.run_id}")).text
+    assert "It completed: Found her." in text(shown)
