@@ -8,6 +8,9 @@ from typing import NoReturn
 
 from ._demo import cli as run_demo
 
+SERVE_NEEDS = ("starlette", "uvicorn", "ag_ui")
+"""The `serve` extra's packages: without them, every command but `serve` works."""
+
 
 class Parser(argparse.ArgumentParser):
     """Bad arguments are one line naming what to fix (no usage block): `python -m onion runs approve -h` says more."""
@@ -38,7 +41,13 @@ def cli() -> None:
     if arguments.command == "serve":
         from .serve._cli import run
 
-        run(arguments)
+        try:
+            run(arguments)
+        except ModuleNotFoundError as missing:
+            if (missing.name or "").partition(".")[0] not in SERVE_NEEDS:
+                raise
+            needs = f"python -m onion serve needs the serve extra: pip install 'onion[serve]' ({missing})"
+            raise SystemExit(needs) from None
         return
     if arguments.command == "demo":
         run_demo(arguments.model, arguments.html)

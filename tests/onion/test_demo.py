@@ -94,3 +94,68 @@ def test_every_demo_error_is_one_clear_line_and_a_non_zero_exit(
     assert done.returncode == 1
     (line,) = done.stderr.splitlines()
     assert line.startswith("python -m onion demo: ") and says in line, line
+
+
+BLOCK_ALL_BUT = """
+import importlib.abc, importlib.machinery, runpy, sys, sysconfig
+
+allowed = set(sys.argv[1].split(","))
+site = tuple(sysconfig.get_paths()[key] for key in ("purelib", "platlib"))
+
+class OnlyDependencies(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if "." in name or name in allowed or name in sys.stdlib_module_names:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and (spec.origin or "").startswith(site):
+            raise ModuleNotFoundError(f"No module named {name!r} (installed, but not a dependency of onion)", name=name)
+        return None
+
+sys.meta_path.insert(0, OnlyDependencies())
+sys.argv = ["python -m onion", *sys.argv[2:]]
+runpy.run_module("onion", run_name="__main__", alter_sys=True)
+"""
+"""`python -m onion ARGS` in an interpreter that can import only the modules named (and the standard library):
+what a virtualenv holding onion's dependencies alone has."""
+
+
+def dependencies_modules() -> list[str]:
+    """The top-level modules of onion's dependencies (pyproject's `dependencies`, and theirs), extras left out."""
+    import importlib.metadata
+    import re
+    import tomllib
+
+    def name_of(requirement: str) -> str:
+        return re.split(r"[\s<>=!~;\[(]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]
+    wanted, seen = [name_of(r) for r in project["dependencies"]], set()
+    while wanted:
+        name = wanted.pop()
+        if name not in seen:
+            seen.add(name)
+            requires = importlib.metadata.requires(name) or []
+            wanted += [name_of(r) for r in requires if "extra ==" not in r]
+    modules = importlib.metadata.packages_distributions()
+    return sorted(m for m, dists in modules.items() if any(d.lower().replace("_", "-") in seen for d in dists))
+
+
+def test_the_demo_and_the_cli_need_only_onions_own_dependencies() -> None:
+    """`make demo` installs pydantic and tenacity alone: `python -m onion demo` (and `-h`) runs with nothing else
+    importable, no SDK, no Starlette; `serve` says which extra it needs."""
+    import sys
+
+    allowed = dependencies_modules()
+    assert {"pydantic", "tenacity"} <= set(allowed) and "starlette" not in allowed
+
+    def onion(*arguments: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-c", BLOCK_ALL_BUT, ",".join(allowed), *arguments]
+        return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2])
+
+    done = onion("demo")
+    assert done.returncode == 0, done.stderr
+    assert "run 2 was served from the cache" in done.stdout
+    assert onion("-h").returncode == 0
+    refused = onion("serve", "myapp:agent")
+    assert refused.returncode == 1
+    assert refused.stderr.strip().startswith("python -m onion serve needs the serve extra: pip install 'onion[serve]'")
