@@ -10,6 +10,7 @@ from html import unescape
 from typing import Any
 
 import httpx2
+import pytest
 
 from middleware import approve
 from onion import Agent, tool
@@ -178,10 +179,8 @@ async def test_a_failed_run_has_a_resume_button_that_goes_on_with_it() -> None:
     store = MemoryStore()
     model = ScriptedModel([[call("find_customer", name="Ada")], "Found her."])
     agent = Agent(model, tools=[find_customer], name="finder", store=store).use(flaky)
-    try:
+    with pytest.raises(RuntimeError):
         await agent.run("find Ada")
-    except RuntimeError:
-        pass
     [record] = await store.runs()
     assert record.status == "failed"
     async with client(serve(agent)) as http:
