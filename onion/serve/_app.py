@@ -191,11 +191,13 @@ def serve(
         if not (given.isascii() and given.isdigit()):
             raise Problem(422, f"Last-Event-ID {given!r}: give the id: of the last event received (a number)")
         store = store_of(agent)  # without one, a client that left has nothing to come back to
+        run = await shown(store, agent.name, run_id, principal_of(request))  # 404: never saw it, or not yours
         channel = channels.get(run_id)
+        if channel is not None and channel.ended and int(given) >= channel.last:
+            return Response(status_code=204)  # nothing left: EventSource stops reconnecting
         if channel is None:
-            await shown(
-                store, agent.name, run_id, principal_of(request)
-            )  # 404 when the store never saw it (or it is not yours)
+            if run["status"] != "running":
+                return Response(status_code=204)  # it ended (or waits for a decision): nothing left to send
             raise Problem(
                 409,
                 f"this server process holds no events of run {run_id} (it ran elsewhere, or ended over "

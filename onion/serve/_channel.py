@@ -29,6 +29,8 @@ class Channel:
 
     def __init__(self) -> None:
         self.run_id: str | None = None
+        self.first = 0
+        """The id before this channel's first event: a resume's events go on from the paused stream's last id."""
         self.events: list[bytes] = []
         self.ended = False
         self.task: asyncio.Task[None] | None = None
@@ -36,7 +38,7 @@ class Channel:
         self._changed = asyncio.Event()
 
     def put(self, name: str, data: Any) -> None:
-        self.events.append(sse(len(self.events) + 1, name, data))
+        self.events.append(sse(self.first + len(self.events) + 1, name, data))
         self._wake()
 
     def end(self) -> None:
@@ -47,9 +49,14 @@ class Channel:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
+    @property
+    def last(self) -> int:
+        """The id of the latest event."""
+        return self.first + len(self.events)
+
     async def follow(self, after: int = 0, heartbeat: float = 15.0) -> AsyncIterator[bytes]:
         """The events numbered above `after`, then the rest as they come; heartbeats in between."""
-        sent = max(0, after)
+        sent = max(0, after - self.first)
         while True:
             changed = self._changed
             while sent < len(self.events):
@@ -84,6 +91,9 @@ class Channels:
         """Name `channel` after its run, once (a sub-run of the same agent is not the run)."""
         if channel.run_id is None:
             channel.run_id = run_id
+            before = self._by_run.get(run_id)
+            if before is not None and not channel.events:  # a resume: its ids go on from the paused stream's
+                channel.first = before.last
             self._by_run[run_id] = channel
             channel.put("run_started", {"run_id": run_id})
 

@@ -192,3 +192,27 @@ async def test_a_typed_runs_output_has_one_shape_in_post_and_get() -> None:
         posted = (await http.post("/runs", json={"input": "a city"})).json()
         got = (await http.get(f"/runs/{posted['run_id']}")).json()
     assert posted["output"] == got["output"] == {"name": "Oslo", "population": 700000}
+
+
+async def test_event_ids_go_on_across_a_resume_and_an_ended_run_answers_204() -> None:
+    """The paused stream's last id is where the resume's stream begins: reconnecting with it gets the resume's
+    first events; once a run has ended and everything was sent, /events answers 204 (EventSource stops)."""
+    import re
+
+    from middleware import approve
+
+    agent = Agent(ScriptedModel([[call("look", city="Oslo")], "done"]), tools=[look], store=MemoryStore())
+    app = serve(agent.use(approve("look")))
+    sse = {"accept": "text/event-stream"}
+    async with client(app) as http:
+        first = (await http.post("/runs", json={"input": "x"}, headers=sse)).text
+        ids = [int(n) for n in re.findall(r"^id: (\d+)$", first, re.M)]
+        run_id = re.search(r'"run_id": "([^"]+)"', first)[1]  # type: ignore[index]
+        call_id = re.search(r'"pending": \[\{"id": "([^"]+)"', first)[1]  # type: ignore[index]
+        resumed = (await http.post(f"/runs/{run_id}/decisions", json={"approve": [call_id]}, headers=sse)).text
+        again = [int(n) for n in re.findall(r"^id: (\d+)$", resumed, re.M)]
+        assert again[0] == ids[-1] + 1
+        picked_up = await http.get(f"/runs/{run_id}/events", headers={"last-event-id": str(ids[-1])})
+        assert [int(n) for n in re.findall(r"^id: (\d+)$", picked_up.text, re.M)] == again
+        done = await http.get(f"/runs/{run_id}/events", headers={"last-event-id": str(again[-1])})
+    assert done.status_code == 204
