@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from temporalio import worker
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.converter import DataConverter, DefaultPayloadConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -23,7 +25,8 @@ PASSED_THROUGH = ("onion", "middleware", "pydantic", "pydantic_core", "tenacity"
 class OnionPlugin(SimplePlugin):
     """Runs `agents` on Temporal: pass it to `Client.connect(..., plugins=[...])` (the worker inherits it).
 
-    It sets the pydantic data converter, registers each agent's activities
+    It sets pydantic's payload converter in place of Temporal's default one
+    (the client's codec, failure converter and external storage kept), registers each agent's activities
     (`<agent>.model`, `<agent>.tool.<tool>`) on every worker, lets onion's
     modules through the workflow sandbox, and makes `agent.run(...)` inside a
     workflow durable. Agent names must be unique. `options` sets timeouts,
@@ -40,12 +43,22 @@ class OnionPlugin(SimplePlugin):
         activities = [made for agent in agents for made in agent_activities(agent, self.options)]
         super().__init__(
             "onion.OnionPlugin",
-            data_converter=pydantic_data_converter,
+            data_converter=with_pydantic_payloads,
             activities=activities,
             interceptors=[_BoundaryInterceptor(self.options, {a.name: {t.name for t in a.tools} for a in agents})],
             workflow_runner=_passing_onion_through,
             workflow_failure_exception_types=[OnionError],
         )
+
+
+def with_pydantic_payloads(given: DataConverter | None) -> DataConverter:
+    """`given` with pydantic's payload converter in place of Temporal's default one, all else kept (the payload
+    codec that encrypts, the failure converter, external storage); a payload converter of the user's own is kept
+    too: what onion's activities carry is plain JSON, which any converter carries."""
+    given = given or DataConverter.default
+    if given.payload_converter_class is not DefaultPayloadConverter:
+        return given
+    return dataclasses.replace(given, payload_converter_class=PydanticPayloadConverter)
 
 
 def _passing_onion_through(runner: worker.WorkflowRunner | None) -> worker.WorkflowRunner:
