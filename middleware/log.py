@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import IO, Any, TypeVar
 
@@ -22,6 +21,7 @@ from onion import (
     ToolNext,
     ToolResult,
     ToolsNext,
+    clock,
 )
 
 from . import _decisions
@@ -115,7 +115,7 @@ class log:
     async def _logged(self, ctx: C, call_next: Callable[[C], Awaitable[R]], what: str, resumed: str | None = None) -> R:
         if not self.logger.isEnabledFor(min(self.level, self.error_level)):
             return await call_next(ctx)
-        started = time.perf_counter()
+        started = clock.monotonic()
         failures, token = watch()
         told, telling = _decisions.watch()
         try:
@@ -146,11 +146,11 @@ class log:
         if error is None:
             outcome, reason = _outcome(ctx, result)
         level = self.level if error is None and outcome != "error" else self.error_level
-        if not self.logger.isEnabledFor(level):
+        if not self.logger.isEnabledFor(level) or clock.replaying():  # logged once, when it happened
             return
         kind = ctx.kind
         what = one_line(what)
-        ms = round((time.perf_counter() - started) * 1000, 2)
+        ms = round((clock.monotonic() - started) * 1000, 2)
         fields: dict[str, Any] = {
             "kind": kind,
             "what": what,

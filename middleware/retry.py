@@ -7,12 +7,10 @@ The decision lives in `RetryPolicy` (what is retried, how long to wait);
 from __future__ import annotations
 
 import asyncio
-import random
-import time
 from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any
 
-from onion import ModelCall, ModelNext, ModelResponse, ToolCall, ToolNext, ToolResult
+from onion import ModelCall, ModelNext, ModelResponse, ToolCall, ToolNext, ToolResult, clock
 from onion.errors import ModelError
 from onion.tracing import waited
 
@@ -38,7 +36,8 @@ class RetryPolicy:
     `retry_on(error)` accepts. Tool calls: any other exception, or what
     `retry_on` accepts. The wait is the error's `retry_after`, else
     exponential backoff from `initial` doubling up to `max_backoff`, plus up
-    to `jitter` seconds at random.
+    to `jitter` seconds at random (`onion.clock.random`: a workflow's own
+    draws inside Temporal).
     """
 
     __slots__ = ("initial", "jitter", "max_backoff", "max_retry_after", "retry_on")
@@ -83,14 +82,15 @@ class RetryPolicy:
         if asked is not None:
             return asked
         backoff: float = min(self.initial * 2.0 ** (state.attempt_number - 1), self.max_backoff)
-        return backoff + random.uniform(0, self.jitter) if self.jitter else backoff
+        return backoff + clock.random() * self.jitter if self.jitter else backoff
 
 
 class retry:
     """Retry model calls that raise a retryable `ModelError`; tool calls when opted in.
 
     `attempts` counts the first try. `max_delay` bounds the total time spent
-    (measured on `clock`): a backoff is cut short at it, and when the
+    (measured on `clock`, by default `onion.clock.monotonic`: a workflow's
+    time inside Temporal): a backoff is cut short at it, and when the
     provider's `retry_after` would run past it the error is raised at once
     (never sent early). `tools` opts tool calls in: `True`, names, or a
     predicate on the `ToolCall`. The remaining keywords configure the
@@ -112,7 +112,7 @@ class retry:
         max_delay: float | None = None,
         policy: RetryPolicy | None = None,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = clock.monotonic,
         **policy_options: Any,
     ) -> None:
         if attempts < 1:

@@ -7,12 +7,12 @@ import itertools
 import json
 import os
 import threading
-import uuid
 from collections.abc import Callable
 from typing import Any, ClassVar, Generic, Literal
 
 from typing_extensions import TypeVar
 
+from . import clock
 from ._durable.state import PausedBatch, Pending, PendingCall, RunState, plain_state
 from ._durable.trust import sign, signing_keys
 from ._messages import Message, Usage
@@ -129,10 +129,11 @@ class Run(Call):
 
     @property
     def id(self) -> str:
-        """The run's id, unique across processes (`RunResult.run_id`, the journal's key)."""
+        """The run's id, unique across processes (`RunResult.run_id`, the journal's key); inside a durable engine,
+        drawn from its clock (the same when it replays)."""
         id = self._id
         if id is None:
-            id = self._id = f"run-{_PROCESS}-{next(_run_ids)}"
+            id = self._id = f"run-{_PROCESS}-{next(_run_ids)}" if not clock.in_engine() else f"run-{clock.uuid4().hex}"
         return id
 
     @id.setter
@@ -178,7 +179,7 @@ class Run(Call):
         `onion.errors.CallRejected` and nothing runs.
         """
         self._paused = PausedBatch(
-            [], [PendingCall(_pause_id("run"), self.agent.name, {}, reason, kind="run")], uuid.uuid4().hex
+            [], [PendingCall(_pause_id("run"), self.agent.name, {}, reason, kind="run")], clock.uuid4().hex
         )
         result: RunResult[Any] = RunResult(
             "" if self._output is None else None, self.messages, self.usage, self.state, self.id, status="paused"
@@ -284,8 +285,8 @@ class RunResult(Generic[OutputT]):
 
 
 def _pause_id(kind: str) -> str:
-    """A fresh id for a paused model call or run (a tool call's is the model's)."""
-    return f"{kind}-{uuid.uuid4().hex[:16]}"
+    """A fresh id for a paused model call or run (a tool call's is the model's), from the run's clock."""
+    return f"{kind}-{clock.uuid4().hex[:16]}"
 
 
 def capture(result: RunResult[Any]) -> RunState:

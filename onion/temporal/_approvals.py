@@ -36,6 +36,12 @@ class Waiting:
         self.state: RunState | None = None
         self.tools: dict[str, Tool] = {}
         """The agent's tools by name: an edit is checked against its tool's schema when the update arrives."""
+        self.started = False
+        """True once the workflow's code runs. An update can come before (a worker replaying a workflow that
+        paused before any activity gets the update in the workflow's first activation): it is checked once the
+        replay got back to the pause."""
+        self.ended = False
+        """True once the workflow's code returned or raised: nothing will pause any more."""
 
     def pending(self) -> list[dict[str, Any]]:
         state = self.state
@@ -43,6 +49,8 @@ class Waiting:
 
     def check(self, decision: dict[str, Any]) -> None:
         state = self.state
+        if state is None and not self.started:
+            return  # taken by `take` once the replay got back to the pause, and checked there
         given = Decisions.from_json(_decisions_of(decision), "" if state is None else state.run_id)
         if state is None:
             named = ", ".join(given.ids())
@@ -54,9 +62,12 @@ class Waiting:
             )
         check(state, given, tools=self.tools, partial=True)
 
-    def take(self, decision: dict[str, Any]) -> None:
+    async def take(self, decision: dict[str, Any]) -> None:
+        if self.state is None:  # came before the workflow's code ran (`started`): checked once it paused
+            await workflow.wait_condition(lambda: self.state is not None or self.ended)
+            self.check(decision)
         state = self.state
-        assert state is not None  # the validator refused an update while nothing waits
+        assert state is not None  # the validator (or the check above) refused an update while nothing waits
         given = Decisions.from_json(_decisions_of(decision), state.run_id)
         before = {call.id for call in state.pending if call.decision is not None}
         apply(state, given, tools=self.tools, partial=True)

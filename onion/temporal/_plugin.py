@@ -13,10 +13,11 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from .._agent import Agent
 from .._boundary import BOUNDARY
+from ..clock import CLOCK
 from ..errors import OnionError
 from ._activities import agent_activities
 from ._options import ActivityOptions
-from ._workflow_side import WorkflowBoundary
+from ._workflow_side import WorkflowBoundary, WorkflowClock
 
 PASSED_THROUGH = ("onion", "middleware", "pydantic", "pydantic_core", "tenacity", "anthropic", "openai", "httpx")
 """Modules the workflow sandbox shares with the worker instead of importing them again for each workflow."""
@@ -69,7 +70,8 @@ def _passing_onion_through(runner: worker.WorkflowRunner | None) -> worker.Workf
 
 
 class _BoundaryInterceptor(worker.Interceptor):
-    """Sets onion's model and tool boundary to activities for the whole of each workflow run."""
+    """Sets onion's model and tool boundary to activities, and its clock to the workflow's, for the whole of each
+    workflow run."""
 
     def __init__(self, options: ActivityOptions, tools: dict[str, set[str]]) -> None:
         self.options = options
@@ -81,8 +83,20 @@ class _BoundaryInterceptor(worker.Interceptor):
         options, tools = self.options, self.tools
 
         class Inbound(worker.WorkflowInboundInterceptor):
+            def init(self, outbound: worker.WorkflowOutboundInterceptor) -> None:
+                super().init(outbound)
+                # `pending` and `decide` answer from here on: an update can come in the workflow's first
+                # activation, before its run starts (a worker replaying a workflow paused before any activity)
+                self.boundary = WorkflowBoundary(options, tools)
+
             async def execute_workflow(self, input: worker.ExecuteWorkflowInput) -> Any:
-                BOUNDARY.set(WorkflowBoundary(options, tools))
-                return await super().execute_workflow(input)
+                BOUNDARY.set(self.boundary)
+                CLOCK.set(WorkflowClock())
+                waiting = self.boundary.decisions
+                waiting.started = True
+                try:
+                    return await super().execute_workflow(input)
+                finally:
+                    waiting.ended = True
 
         return Inbound

@@ -8,6 +8,7 @@ the workflow's history, so a replacement worker never asks for it again.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -48,6 +49,25 @@ class ActivityModel:
         except ActivityError as failure:
             raise model_error_from(failure) from failure
         return response_from(data)
+
+
+class WorkflowClock:
+    """The workflow's time, ids and random numbers (`onion.clock` in workflow code): the same when it replays."""
+
+    def time(self) -> float:
+        return workflow.time()
+
+    def monotonic(self) -> float:
+        return workflow.time()
+
+    def uuid4(self) -> uuid.UUID:
+        return workflow.uuid4()
+
+    def random(self) -> float:
+        return workflow.random().random()
+
+    def replaying(self) -> bool:
+        return workflow.unsafe.is_replaying()
 
 
 class WorkflowBoundary:

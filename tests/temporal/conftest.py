@@ -24,6 +24,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))  # the workflows (onion_flows.py) import by name, in the sandbox and in worker processes
 
 import audit_flows  # noqa: E402
+import clock_flows  # noqa: E402
 import onion_flows  # noqa: E402
 
 
@@ -100,4 +101,8 @@ def temporal_forker() -> Iterator[Forker]:
 @pytest.fixture
 async def client(temporal_address: str) -> AsyncIterator[Client]:
     """A client on the session's server with onion's plugin for the test agents (its workers inherit it)."""
-    yield await Client.connect(temporal_address, plugins=[OnionPlugin(*onion_flows.AGENTS, *audit_flows.AGENTS)])
+    yield await Client.connect(temporal_address, plugins=[OnionPlugin(*AGENTS)])
+
+
+AGENTS = [*onion_flows.AGENTS, *audit_flows.AGENTS, *clock_flows.AGENTS]
+"""Every agent of the test workflows (a Replayer of their histories takes them all)."""

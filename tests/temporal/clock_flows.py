@@ -1,0 +1,76 @@
+"""Agents whose workflow code draws ids, reads the clock and draws random numbers (tests/temporal/test_replay.py).
+
+Imported by name in the sandbox; `AGENTS` are on the conftest client's plugin.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from onion_flows import clerk, get_weather
+from temporalio import workflow
+
+from middleware import log, retry
+from onion import Agent, ModelCall, ModelNext, ModelResponse, Run, RunNext, RunResult
+from onion.errors import ServerError
+from onion.testing import FunctionModel
+
+
+class ask_first:
+    """Pauses the run's first model call until a person approves it."""
+
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
+        if call.run.steps == 1 and not call.approved:
+            return call.pause("the first model call waits for a person")
+        return await call_next(call)
+
+
+class ask_before:
+    """Pauses the whole run, before its first model call, until a person approves it."""
+
+    async def wrap_run(self, run: Run, call_next: RunNext) -> RunResult:
+        if not run.approved:
+            return run.pause("the run waits for a person")
+        return await call_next(run)
+
+
+def _weather(name: str, *layers: Any) -> Agent[str]:
+    return Agent(FunctionModel(clerk, name=name), name=name, tools=[get_weather]).use(*layers)
+
+
+GATED = {"model": _weather("gated-model", ask_first()), "run": _weather("gated-run", ask_before())}
+"""One agent per kind of pause that draws an id in workflow code: a paused model call, a paused run."""
+
+_failures = itertools.count()
+
+
+def overloaded(model_call: ModelCall) -> Any:
+    """Always fails with a retryable ServerError."""
+    raise ServerError(f"overloaded ({next(_failures)})", status_code=503)
+
+
+patient = Agent(FunctionModel(overloaded, name="overloaded"), name="patient").use(
+    log, retry(attempts=10, max_delay=2.0, initial=0.5, jitter=0.1)
+)
+"""Retries for at most 2 s of the run's clock, with jitter: the clock and the draws decide when it gives up."""
+
+AGENTS = [*GATED.values(), patient]
+
+
+@workflow.defn
+class Gated:
+    """Runs the gated agent of one kind of pause; inside a workflow the run waits for the decision."""
+
+    @workflow.run
+    async def run(self, kind: str, question: str) -> str:
+        return (await GATED[kind].run(question)).output
+
+
+@workflow.defn
+class Patient:
+    """Runs the patient agent; it fails once retry gives up."""
+
+    @workflow.run
+    async def run(self, question: str) -> str:
+        return (await patient.run(question)).output

@@ -1,0 +1,63 @@
+"""What workflow code draws and reads comes from the workflow: pause ids, the clock and random numbers are the same
+on every replay, so a person's decision and a retry's give-up replay as they happened.
+
+The workers keep no workflow in their cache (`max_cached_workflows=0`): every activation, every query, replays
+the history from its start on a worker that has not seen it, as a new worker does after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import clock_flows
+import pytest
+from conftest import AGENTS
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.worker import Replayer, Worker
+
+from onion.temporal import OnionPlugin, decide, pending
+
+
+def _replayer() -> Replayer:
+    return Replayer(workflows=[clock_flows.Gated, clock_flows.Patient], plugins=[OnionPlugin(*AGENTS)])
+
+
+@pytest.mark.parametrize("kind", ["model", "run"])
+async def test_a_paused_calls_id_is_the_same_on_every_replay_and_a_decision_for_it_is_taken(
+    client: Client, kind: str
+) -> None:
+    """The id `pending` answers does not change when a worker replays the workflow; deciding it lets the run go
+    on, and the decided history replays without non-determinism."""
+    queue = f"q-{uuid.uuid4().hex}"
+    async with Worker(client, task_queue=queue, workflows=[clock_flows.Gated], max_cached_workflows=0):
+        handle = await client.start_workflow(
+            clock_flows.Gated.run, args=[kind, "weather in Lima"], id=f"w-{uuid.uuid4().hex}", task_queue=queue
+        )
+        while not (first := await pending(handle)):
+            await asyncio.sleep(0.05)
+        again = await pending(handle)
+        assert [call.id for call in again] == [call.id for call in first]
+        assert first[0].kind == kind
+        await decide(handle, approve=[first[0].id])
+        assert await handle.result() == "Answer: 18°C and sunny in Lima"
+    history = await handle.fetch_history()
+    assert (await _replayer().replay_workflow(history, raise_on_replay_failure=False)).replay_failure is None
+
+
+async def test_retry_gives_up_on_the_workflows_clock_and_its_history_replays(client: Client) -> None:
+    """`retry(max_delay=2.0)` with jitter: it gives up after the same attempts when the history replays (its
+    clock is the workflow's, its jitter the workflow's draws), so the failed workflow replays cleanly."""
+    queue = f"q-{uuid.uuid4().hex}"
+    async with Worker(client, task_queue=queue, workflows=[clock_flows.Patient], max_cached_workflows=0):
+        handle = await client.start_workflow(
+            clock_flows.Patient.run, "anyone there?", id=f"w-{uuid.uuid4().hex}", task_queue=queue
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+    assert getattr(failed.value.cause, "type", None) == "ServerError"
+    history = await handle.fetch_history()
+    timers = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED]
+    assert len(timers) >= 2  # it waited (a durable timer) before each attempt it made again
+    assert (await _replayer().replay_workflow(history, raise_on_replay_failure=False)).replay_failure is None
