@@ -7,6 +7,10 @@
   rendered by mkdocstrings from the docstrings, added to the nav last.
 - `../examples/NAME.py` links become pages that show the example's code
   (`examples/NAME.md`), so the site links into itself and fetches nothing.
+- A Python block's `# fragment` marker (its first line: the docs tests only
+  compile such a block, tests/docs/test_blocks.py) is not shown; what it says
+  the reader supplies stays, as a comment (`# fragment: agent is yours`
+  shows as `# agent is yours`).
 - Each built-in layer's `## name` section of `middleware-library.md` becomes
   its own page, `layers/NAME.md`, in a "Layers" nav group; on the site the
   library page keeps its overview and recommended order, and each layer's
@@ -31,6 +35,19 @@ EXAMPLE_LINK = re.compile(r"\]\(\.\./examples/(?P<name>[A-Za-z0-9_]+)\.py\)")
 LIBRARY = "middleware-library.md"
 LAYER_HEADING = re.compile(r"[a-z_]+(?: / [a-z_]+)*")
 RELATIVE_LINK = re.compile(r"\]\((?P<target>[A-Za-z0-9_./-]*\.md(?:#[^)]*)?|#[^)]*)\)")
+FRAGMENT_MARKER = re.compile(
+    r"^(?P<fence>[ ]*```python[^\n]*\n)(?P<indent>[ ]*)# fragment(?::[ ]*(?P<note>[^\n]*))?\n", re.M
+)
+
+
+def without_fragment_markers(markdown: str) -> str:
+    """`markdown` with each Python block's `# fragment` line dropped, or cut to the note after its colon."""
+
+    def shown(match: re.Match[str]) -> str:
+        note = match["note"]
+        return match["fence"] + (f"{match['indent']}# {note}\n" if note else "")
+
+    return FRAGMENT_MARKER.sub(shown, markdown)
 
 
 def library_parts() -> list[tuple[str, str]]:
@@ -143,9 +160,11 @@ def on_files(files: Files, config: Any) -> Files:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
-    """Cut the library page to its overview and links; point `../examples/NAME.py` links at the example's page."""
+    """Cut the library page to its overview and links; point `../examples/NAME.py` links at the example's page;
+    take the `# fragment` markers out of the Python blocks."""
     if page.file.src_uri == LIBRARY:
         markdown = library_page()
+    markdown = without_fragment_markers(markdown)
     depth = page.file.src_uri.count("/")
     prefix = "../" * depth
     return EXAMPLE_LINK.sub(lambda m: f"]({prefix}examples/{m['name']}.md)", markdown)

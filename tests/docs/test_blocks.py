@@ -10,9 +10,18 @@ server scripted by an HTML comment just above the block, invisible on the page:
 
     <!-- fake model: [[call("get_weather", city="Paris")], "18°C and sunny."] -->
 
-(a Python expression, evaluated with `call` in scope, giving the script of
+(a Python expression, evaluated with `call` and the faults `HTTPError`,
+`Delay`, `StreamError` and `DropConnection` in scope, giving the script of
 `FakeProviderServer`). A ```` ```text ```` block right after a program is
 its output, and the suite checks the program prints exactly that.
+
+A fragment's first line says what the reader supplies (`# fragment: agent
+and City are yours`); the site shows that note without the marker
+(docs_hooks.py). A fragment of another tool's code, not onion's (the
+migration pages' "before"), says so: `(not installed here)` or `run by
+Claude Code`. The first block of every page that is not another tool's is
+a program. The suite prints how many programs ran, how many fragments
+compiled and how many failed (tests/docs/conftest.py).
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from pathlib import Path
 import pytest
 from forker import Forker
 
-from onion.testing import FakeProviderServer, call
+from onion.testing import Delay, DropConnection, FakeProviderServer, HTTPError, StreamError, call
 
 ROOT = Path(__file__).parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -56,6 +65,12 @@ class Block:
     @property
     def where(self) -> str:
         return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+    @property
+    def foreign(self) -> bool:
+        """A fragment of another tool's code (a migration page's "before"), which onion's suite cannot run."""
+        first = self.code.partition("\n")[0]
+        return self.fragment and ("(not installed here)" in first or "run by Claude Code" in first)
 
 
 def _dedent(body: str, indent: str) -> str:
@@ -100,7 +115,8 @@ def _compile(block: Block) -> None:
 
 def _run(forker: Forker, block: Block) -> subprocess.CompletedProcess[str]:
     """Run one program in a fresh process and directory, its providers pointed at a fake server."""
-    script = eval(block.script, {"call": call}) if block.script else []
+    scope = {"call": call, "HTTPError": HTTPError, "Delay": Delay, "StreamError": StreamError}
+    script = eval(block.script, {**scope, "DropConnection": DropConnection}) if block.script else []
     with tempfile.TemporaryDirectory() as folder, FakeProviderServer() as server:
         server.script(script)
         program = Path(folder) / "program.py"
@@ -129,12 +145,24 @@ FRAGMENTS = [block for block in BLOCKS if block.fragment]
 
 
 @pytest.fixture(scope="module")
-def ran(forker: Forker, redis_installed: str | None) -> dict[str, subprocess.CompletedProcess[str]]:
-    """Every program of the docs, run concurrently (each in its own process), Redis installed first (a fresh
-    machine has none until a fixture installs it, and docs/scaling.md starts one)."""
+def ran(
+    request: pytest.FixtureRequest, forker: Forker, redis_installed: str | None
+) -> dict[str, subprocess.CompletedProcess[str]]:
+    """The programs of the docs this session runs (all, or those `-k` selects), concurrently (each in its own
+    process), Redis installed first (a fresh machine has none until a fixture installs it, and docs/scaling.md
+    starts one)."""
+    selected = {item.callspec.params["block"].where for item in request.session.items if _program_test(item)}
+    chosen = [block for block in PROGRAMS if block.where in selected]
     with ThreadPoolExecutor(max_workers=8) as pool:
-        runs = pool.map(functools.partial(_run, forker), PROGRAMS)
-        return dict(zip([b.where for b in PROGRAMS], runs, strict=True))
+        runs = pool.map(functools.partial(_run, forker), chosen)
+        return dict(zip([b.where for b in chosen], runs, strict=True))
+
+
+def _program_test(item: pytest.Item) -> bool:
+    return getattr(item, "originalname", None) == PROGRAM_TEST and hasattr(item, "callspec")
+
+
+PROGRAM_TEST = "test_every_program_in_the_docs_runs_offline_and_prints_what_the_page_shows"
 
 
 @pytest.mark.parametrize("block", PROGRAMS, ids=lambda block: block.where)
@@ -155,9 +183,26 @@ def test_every_fragment_in_the_docs_compiles(block: Block) -> None:
 
 
 def test_the_docs_have_programs_and_fragments_and_every_block_is_one_of_them() -> None:
-    """The parser finds the pages' blocks: README has programs, and the count adds up."""
+    """The parser finds the pages' blocks: README has programs, the count adds up, and 45 or more of the blocks
+    are programs the suite runs."""
     assert any(block.page.name == "README.md" for block in PROGRAMS)
     assert len(PROGRAMS) + len(FRAGMENTS) == len(BLOCKS) > 50
+    assert len(PROGRAMS) >= 45
+
+
+def test_every_fragment_says_on_its_first_line_what_the_reader_supplies() -> None:
+    """`# fragment: agent and City are yours`, not a bare `# fragment`: a reader knows what to bring."""
+    bare = [b.where for b in FRAGMENTS if not re.fullmatch(r"# fragment: \S.*", b.code.partition("\n")[0])]
+    assert bare == []
+
+
+def test_the_first_example_of_every_page_is_a_program() -> None:
+    """Each page's first block of onion code runs as pasted (another tool's code before it is a fragment)."""
+    first: dict[Path, Block] = {}
+    for block in BLOCKS:
+        if not block.foreign:
+            first.setdefault(block.page, block)
+    assert [block.where for block in first.values() if block.fragment] == []
 
 
 def test_a_fake_model_comment_and_an_output_block_are_read_from_the_page(tmp_path: Path) -> None:

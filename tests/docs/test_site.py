@@ -111,6 +111,25 @@ def test_a_name_written_as_code_in_prose_is_found_by_search(site: Path) -> None:
     assert "output.html" in searched(index, "PartialOutput")
 
 
+def test_the_site_shows_no_fragment_marker_but_keeps_what_the_reader_supplies() -> None:
+    """A block's `# fragment: agent is yours` shows as `# agent is yours`; a bare `# fragment` line goes; the
+    Markdown keeps both (the docs suite reads them)."""
+    markdown = (
+        "Text.\n\n```python\n# fragment: `agent` is yours\nagent.run()\n```\n\n"
+        "- item\n\n  ```python\n  # fragment\n  x = 1\n  ```\n\n```python\nprint('# fragment')\n```\n"
+    )
+    shown = docs_hooks.without_fragment_markers(markdown)
+    assert "# fragment" not in shown.replace("print('# fragment')", "")
+    assert "```python\n# `agent` is yours\nagent.run()\n```" in shown
+    assert "  ```python\n  x = 1\n  ```" in shown
+
+
+def test_no_built_page_shows_a_fragment_marker(site: Path) -> None:
+    """Every page of the site, the layer pages made from the library's sections included."""
+    shown = [page.relative_to(site) for page in site.rglob("*.html") if "# fragment" in page.read_text()]
+    assert shown == []
+
+
 def test_a_page_not_written_yet_is_in_the_nav_as_coming(site: Path) -> None:
     """Temporal and Serving are in the nav: their page, or a generated one saying it is coming."""
     for name in ("temporal", "serve"):
