@@ -110,8 +110,10 @@ async def wait_for_decisions(agent: Agent[Any], result: RunResult[Any], waiting:
     while result.paused:
         waiting.tools = {tool.name: tool for tool in agent.tools}
         waiting.state = result.to_state()
-        await workflow.wait_condition(waiting.done)
-        state, waiting.state = waiting.state, None
+        try:
+            await workflow.wait_condition(waiting.done)
+        finally:  # decided, or the workflow cancelled: it waits for nothing now
+            state, waiting.state = waiting.state, None
         result = await agent.resume(state)
     return result
 

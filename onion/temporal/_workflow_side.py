@@ -8,13 +8,15 @@ the workflow's history, so a replacement worker never asks for it again.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, TimeoutError
+from temporalio.exceptions import ActivityError, CancelledError, TimeoutError
+from temporalio.workflow import ActivityCancellationType
 
 from .._calls import ModelCall, ToolCall
 from .._results import ModelResponse, ToolResult
@@ -25,6 +27,16 @@ from ._options import ActivityOptions
 from ._wire import call_data, model_error_from, response_from, result_from
 
 _ONCE = RetryPolicy(maximum_attempts=1)
+_WAIT = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+"""A cancelled call's activity is waited for until it stopped (its heartbeat saw the cancellation)."""
+
+
+def cancelled(failure: ActivityError) -> asyncio.CancelledError | None:
+    """The `CancelledError` a run outside a workflow sees where the activity of its call was cancelled (the
+    workflow cancelled, a `timeout` layer's deadline, a failed call of the same batch), else None."""
+    if not isinstance(failure.cause, CancelledError):
+        return None
+    return asyncio.CancelledError(str(failure.cause))
 
 
 class ActivityModel:
@@ -44,9 +56,12 @@ class ActivityModel:
                 start_to_close_timeout=options.start_to_close_timeout,
                 heartbeat_timeout=options.heartbeat_timeout,
                 retry_policy=options.retry,
+                cancellation_type=_WAIT,
                 result_type=dict,
             )
         except ActivityError as failure:
+            if (stopped := cancelled(failure)) is not None:
+                raise stopped from failure
             raise model_error_from(failure) from failure
         return response_from(data)
 
@@ -103,9 +118,12 @@ class WorkflowBoundary:
                 start_to_close_timeout=options.start_to_close_timeout,
                 heartbeat_timeout=options.heartbeat_timeout,
                 retry_policy=options.retry if tool.idempotent else _ONCE,
+                cancellation_type=_WAIT,
                 result_type=dict,
             )
         except ActivityError as failure:
+            if (stopped := cancelled(failure)) is not None:
+                raise stopped from failure
             if tool.idempotent or not isinstance(failure.cause, TimeoutError):
                 raise
             return ToolResult(

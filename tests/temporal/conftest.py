@@ -24,6 +24,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))  # the workflows (onion_flows.py) import by name, in the sandbox and in worker processes
 
 import audit_flows  # noqa: E402
+import cancel_flows  # noqa: E402
 import clock_flows  # noqa: E402
 import onion_flows  # noqa: E402
 
@@ -104,5 +105,5 @@ async def client(temporal_address: str) -> AsyncIterator[Client]:
     yield await Client.connect(temporal_address, plugins=[OnionPlugin(*AGENTS)])
 
 
-AGENTS = [*onion_flows.AGENTS, *audit_flows.AGENTS, *clock_flows.AGENTS]
+AGENTS = [*onion_flows.AGENTS, *audit_flows.AGENTS, *clock_flows.AGENTS, *cancel_flows.AGENTS]
 """Every agent of the test workflows (a Replayer of their histories takes them all)."""
