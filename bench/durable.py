@@ -120,7 +120,7 @@ def bare_commits(path: Path, writes: list[list[str]]) -> Batch:
         run_id, now = f"run-{uuid.uuid4().hex}", time.time()
         db.execute("BEGIN IMMEDIATE")
         db.execute(
-            f"INSERT INTO onion_runs ({_RUN_COLUMNS}) VALUES (?, ?, 'running', ?, ?, ?, ?, NULL, NULL, 0)",
+            f"INSERT INTO onion_runs ({_RUN_COLUMNS}) VALUES (?, ?, 'running', ?, ?, ?, ?, NULL, NULL, 0, NULL)",
             (run_id, "agent", now, now, run_id, now + 30),
         )
         _append(db, run_id, start_entries)

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is no
 
 def planned(target: str) -> list[str]:
     """The commands `make TARGET` runs from a fresh clone (`-n`: shown, not run; `-B`: as if nothing was built)."""
-    done = subprocess.run(["make", "-n", "-B", target], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    command = ["make", "--no-print-directory", "-n", "-B", target]  # run inside `make test` too (make[1]: ...)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 
