@@ -1,4 +1,4 @@
-"""Hot paths of the middleware library: a cache hit, a rate-limit decision, a log line.
+"""Hot paths of the middleware library: a cache hit, a rate-limit decision, a log line, a budget's charge.
 
 Each is timed on one model call (the workload's second: five messages, one
 tool) through that single layer, against the same call made to the fake
@@ -84,6 +84,41 @@ async def measure(scale: Scale, found: dict[str, Callable[[], Any]]) -> dict[str
     return await interleaved(cases, rounds=scale.rounds, target_s=scale.target_s)
 
 
+async def measure_budget(scale: Scale) -> dict[str, float]:
+    """`budget` on a model call that costs something (so it is charged), per run and shared per tenant and UTC day
+    in a `MemoryStore`, against the same call with no layer; each iteration makes its own `ModelCall`, as a run
+    does."""
+    from middleware.budget import budget
+    from onion import Principal, Usage
+    from onion.stores import MemoryStore
+
+    model = StepModel()
+    run = Run(None, QUESTION, [Message.user(QUESTION)], None, str, Principal("u-1", tenant="acme"))  # type: ignore[arg-type]
+    messages = list(run.messages)
+    answer = ModelResponse(Message.assistant("done"), Usage(1000, 100, 1), model=model.name)
+
+    async def respond(call: ModelCall) -> ModelResponse:
+        return answer
+
+    def batch(chain: Handler) -> Batch:
+        async def calls(n: int) -> float:
+            start = time.perf_counter()
+            for _ in range(n):
+                await chain(ModelCall(run, messages, [], model, {}))
+            return time.perf_counter() - start
+
+        return calls
+
+    prices = {model.name: (1.0, 1.0)}
+    shared = budget(max_cost=1e12, prices=prices, per="tenant", window="day", store=MemoryStore())
+    cases = {
+        "bare": batch(respond),
+        "per run": batch(Stack(budget(max_cost=1e12, prices=prices)).compose("model", respond, checked=False)),
+        "shared": batch(Stack(shared).compose("model", respond, checked=False)),
+    }
+    return await interleaved(cases, rounds=scale.rounds, target_s=scale.target_s)
+
+
 def megabyte_text(size: int) -> str:
     """`size` characters of what a tool result may hold, with runs that once made the patterns quadratic."""
     record = (
@@ -134,9 +169,26 @@ def rows(scale: Scale) -> list[Row]:
     t = asyncio.run(measure(scale, found))
     size = 50_000 if scale is SMOKE else 1_000_000
     big = asyncio.run(measure_megabyte(scale, size))
+    spend = asyncio.run(measure_budget(scale))
     label = f"{size / 1e6:g} MB message"
     return [
         *(Row(SECTION, f"{name}, per model call", t[name] * 1e6, "µs", t["bare"] * 1e6, "bare call") for name in found),
+        Row(
+            SECTION,
+            "budget per run, per charged model call",
+            spend["per run"] * 1e6,
+            "µs",
+            spend["bare"] * 1e6,
+            "bare call",
+        ),
+        Row(
+            SECTION,
+            "budget per tenant and day (MemoryStore), per charged model call",
+            spend["shared"] * 1e6,
+            "µs",
+            spend["bare"] * 1e6,
+            "bare call",
+        ),
         *(
             Row(
                 SECTION,

@@ -147,10 +147,23 @@ class cache:
     Each call counts into the run's counts (kept in `run.private`, where a
     caller's `state=` cannot set them), reported in `run.state["cache"]`
     (`{"hits": n, "misses": m}`), and into the layer's `hits` / `misses`. `store` defaults to a
-    `MemoryCache`; `SQLiteCache(path)` persists across processes.
+    `MemoryCache`; `SQLiteCache(path)` persists across processes. A hit that asks for tools runs them again
+    in the new run (their side effects too): `tool_calls=False` caches only answers without tool calls.
     """
 
-    __slots__ = ("_failing", "_reported", "hits", "key", "misses", "namespace", "store", "tools", "ttl", "wrap_only")
+    __slots__ = (
+        "_failing",
+        "_reported",
+        "hits",
+        "key",
+        "misses",
+        "namespace",
+        "store",
+        "tool_calls",
+        "tools",
+        "ttl",
+        "wrap_only",
+    )
 
     nondeterministic = "a hit depends on what else ran on this worker"
     """Why a replay of a run may decide differently with this layer: engines that replay workflow code refuse it."""
@@ -163,12 +176,14 @@ class cache:
         namespace: str = "",
         tools: bool | Collection[str] = False,
         key: KeyFunction | None = None,
+        tool_calls: bool = True,
     ) -> None:
         if ttl is not None and ttl <= 0:
             raise ValueError(f"cache: ttl must be positive seconds or None, got {ttl!r}")
         if key is not None and not callable(key):
             raise TypeError(f"cache: key must be a function of the call (or None), got {key!r}")
         self.ttl, self.namespace, self.tools, self.key = ttl, namespace, tools, key
+        self.tool_calls = tool_calls
         self.wrap_only = ("model", "tool") if tools else ("model",)
         self.store: CacheStore = store if store is not None else MemoryCache()
         self.hits = self.misses = 0
@@ -182,11 +197,14 @@ class cache:
         key = request_key(call, self.namespace, scope)
         found = await self.store.get(key)
         if found is not None:
-            self._count(call, hit=True)
-            return decode_response(found)
+            hit = decode_response(found)
+            if self.tool_calls or not hit.message.tool_calls:  # (an entry stored before tool_calls=False)
+                self._count(call, hit=True)
+                return hit
         self._count(call, hit=False)
         response = await call_next(call)
-        if not response.cached and not holds_sensitive(response_contents(response.message)):
+        storable = self.tool_calls or not response.message.tool_calls
+        if storable and not response.cached and not holds_sensitive(response_contents(response.message)):
             await self._store(key, encode_response(response, call))
         return response
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from ._copies import own_copy
 from ._messages import Message, ToolRequest, Usage
@@ -44,6 +45,7 @@ class ModelCall(Call):
         "messages",
         "model",
         "output_type",
+        "pause_kind",
         "pause_reason",
         "settings",
         "streamed",
@@ -70,14 +72,16 @@ class ModelCall(Call):
         """True when a person approved this call, paused by a model layer (`pause`): that layer lets it through."""
         self.pause_reason: str | None = None
         """Set by `pause(reason)`: the run stops before this call, which is pending."""
+        self.pause_kind: Literal["model", "budget"] = "model"
 
-    def pause(self, reason: str) -> ModelResponse:
+    def pause(self, reason: str, *, kind: Literal["model", "budget"] = "model") -> ModelResponse:
         """Pause this model call for a person's decision: `return ctx.pause(reason)` from a model layer.
 
-        The run stops, this call pending (kind `"model"`). Approved, it enters the model stack again with
-        `ctx.approved` true; rejected, `agent.resume` raises `onion.errors.CallRejected`.
+        The run stops, this call pending (kind `"model"`, or `"budget"` for a spending line: `middleware.budget`).
+        Approved, it enters the model stack again with `ctx.approved` true; rejected, `agent.resume` raises
+        `onion.errors.CallRejected` (`onion.errors.BudgetExceeded` for kind `"budget"`).
         """
-        self.pause_reason = reason
+        self.pause_reason, self.pause_kind = reason, kind
         return ModelResponse(Message.assistant(f"The model call is waiting for approval: {reason}"))
 
     def observe(self, observer: Callable[[Any], None]) -> None:
@@ -169,6 +173,7 @@ class ToolCall(Call):
         "_cancelled",
         "_entered",
         "_left_running",
+        "_step",
         "approved",
         "id",
         "name",
@@ -193,6 +198,7 @@ class ToolCall(Call):
         self._entered = False
         self._left_running = False
         self._cancelled: threading.Event | None = None
+        self._step = run.steps  # the model call that asked for it (a resumed or recovered run counts as before)
 
     @property
     def args(self) -> dict[str, Any]:
@@ -205,6 +211,16 @@ class ToolCall(Call):
     @args.setter
     def args(self, args: dict[str, Any]) -> None:
         self._args = args
+
+    @property
+    def idempotency_key(self) -> str:
+        """A key naming this call of this run, for the API the tool calls (a payment API's idempotency key).
+
+        The same for this call across retries, a resume and recovery after a crash (it is made from the run's id,
+        the model call that asked and the call's id, so nothing stores it); different for every other call.
+        """
+        made = hashlib.sha256(f"{self.run.id}\x00{self._step}\x00{self.id}".encode()).hexdigest()
+        return f"onion-{made[:40]}"
 
     @property
     def cancelled(self) -> threading.Event:

@@ -10,12 +10,12 @@ batch it holds (`run._pending`), then goes on as any run.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic
 
+from . import clock
 from ._boundary import BOUNDARY
 from ._calls import ModelCall, ToolCall
 from ._chains import compose
@@ -24,13 +24,15 @@ from ._durable.state import PausedBatch, PendingCall, RunState, plain_state
 from ._durable.trust import check_resumable, pending_batch, recorded
 from ._events import ModelCallFinished, StreamReset, TextDelta, ToolCallStarted
 from ._history import check_history
-from ._messages import Message
+from ._in_doubt import settle_in_doubt
+from ._messages import Message, Usage
 from ._results import ModelResponse
 from ._run import Run, RunResult
 from ._stack import bad_result, concurrent_call_next
 from ._stream_edits import end_stream, send_out
 from ._tool_step import ToolsAgent, ToolStep
 from .errors import (
+    BudgetExceeded,
     CallRejected,
     MaxStepsExceeded,
     OutputValidationError,
@@ -183,15 +185,16 @@ class Loop(ToolStep):
                     return result
                 failures += 1
             elif pending.kind != "run":
-                if pending.kind == "model":  # a paused model call, decided
+                if pending.kind in ("model", "budget"):  # a paused model call, decided
                     if pending.rejection is not None:
-                        raise rejected(run, "model", pending.rejection)
+                        raise rejected(run, pending.kind, pending.rejection)
                     approve = True
                 if pending.kind == "tool" or pending.settled or pending.requests:
                     tools = await self.known_tools(run)
+                    held = await settle_in_doubt(run, pending, tools) if pending.in_doubt else []
                     calls = [ToolCall(run, r, tools.get(r.name), pending.approved) for r in pending.requests]
                     response = ModelResponse(run.messages[-1])
-                    if await self.tool_step(run, response, calls, pending.requests, pending.settled):
+                    if await self.tool_step(run, response, calls, pending.requests, pending.settled, held):
                         return paused_result(run)
         offered_tools = self.offered
         while True:
@@ -362,12 +365,19 @@ def pause_model(run: Run, call: ModelCall) -> RunResult[Any]:
     run.steps -= 1
     plain_state(run.state)
     model = getattr(call.model, "name", None) or str(call.model)
-    paused = PendingCall(f"model-{uuid.uuid4().hex[:16]}", model, {}, call.pause_reason or "", kind="model")
-    run._paused = PausedBatch([], [paused], uuid.uuid4().hex)
+    kind = call.pause_kind
+    paused = PendingCall(f"{kind}-{clock.uuid4().hex[:16]}", model, {}, call.pause_reason or "", kind=kind)
+    run._paused = PausedBatch([], [paused], clock.uuid4().hex)
     return paused_result(run)
 
 
-def rejected(run: Run, kind: str, reason: str) -> CallRejected:
+def rejected(run: Run, kind: str, reason: str) -> CallRejected | BudgetExceeded:
+    if kind == "budget":
+        return BudgetExceeded(
+            f"run {run.id}: a person rejected going on past its budget's soft line ({reason}); the run ends here, "
+            "nothing was called",
+            usage=run.usage + Usage(),
+        )
     what = "model call" if kind == "model" else "run"
     return CallRejected(
         f"run {run.id}: a person rejected its paused {what} ({reason}); the run ends here, nothing was called",

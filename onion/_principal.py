@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Decision = Literal["approved", "edited", "rejected"]
+Decision = Literal["approved", "edited", "rejected", "resolved"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,8 @@ class Principal:
 class DecisionRecord:
     """One decision on a paused call, on record: who (`by`, or None), when (`at`, UTC ISO 8601), what.
 
-    `args` are an edit's arguments, `reason` a rejection's.
+    `args` are an edit's arguments, `reason` a rejection's, `result` what a person recorded for a call that may
+    have run (`RunState.resolve`).
     """
 
     call_id: str
@@ -72,6 +73,7 @@ class DecisionRecord:
     at: str
     args: dict[str, Any] | None = None
     reason: str | None = None
+    result: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON data; `by` is the principal's `{"id", "tenant"}` (its roles and attrs are not a decision's)."""
@@ -85,12 +87,14 @@ class DecisionRecord:
             data["args"] = self.args
         if self.reason is not None:
             data["reason"] = self.reason
+        if self.result is not None:
+            data["result"] = self.result
         return data
 
     @classmethod
     def from_dict(cls, data: Any) -> DecisionRecord:
         """The record `to_dict` made; `ValueError` naming what is wrong."""
-        if not isinstance(data, dict) or data.get("decision") not in ("approved", "edited", "rejected"):
+        if not isinstance(data, dict) or data.get("decision") not in ("approved", "edited", "rejected", "resolved"):
             raise ValueError(f"a decision record is an object with a decision, not {data!r:.80}")
         by = data.get("by")
         return cls(
@@ -100,6 +104,7 @@ class DecisionRecord:
             str(data["at"]),
             data.get("args"),
             data.get("reason"),
+            data.get("result"),
         )
 
 

@@ -104,7 +104,10 @@ def _history(record: RunRecord, entries: list[str]) -> tuple[list[Message], list
     the journal."""
     if record.status == "paused" and record.state:
         state = RunState.from_json(record.state)
-        pending = [f"{c.id}  {c.name}({_args(c.args)})  paused: {scrubbed(c.reason)}" for c in state.pending]
+        pending = [
+            f"{c.id}  {c.name}({_args(c.args)})  {WAITS.get(c.kind, 'paused')}: {scrubbed(c.reason)}"
+            for c in state.pending
+        ]
         return [*state.messages, *state.answered], pending
     if not entries:
         return [], []
@@ -119,6 +122,10 @@ def _history(record: RunRecord, entries: list[str]) -> tuple[list[Message], list
         where = "started, no result recorded (in doubt)" if request.id in replayed.started else "not started"
         pending.append(f"{request.id}  {request.name}({_args(request.args)})  {where}")
     return messages, pending
+
+
+WAITS = {"in_doubt": "may have run", "budget": "paused (budget)"}
+"""How `runs show` names a pending call's wait, by kind (else "paused")."""
 
 
 def _who(principal: Principal | None, *, roles: bool = False) -> str:

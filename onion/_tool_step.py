@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._boundary import BOUNDARY
@@ -58,11 +58,13 @@ class ToolStep:
         calls: list[ToolCall],
         requests: list[ToolRequest],
         settled: dict[str | None, Message] | None,
+        held: Sequence[ToolCall] = (),
     ) -> bool:
         """Run `calls` as one batch and answer every call of `response`, in call order.
 
-        `settled` holds answers known before the batch. True when a layer paused a call (the answers are kept
-        aside in `run._paused`). A failed or cancelled batch answers every call with an error, then raises.
+        `settled` holds answers known before the batch; `held` are calls that may have run, paused for a person
+        without running (`onion._in_doubt`). True when a call is paused (the answers are kept aside in
+        `run._paused`). A failed or cancelled batch answers every call with an error, then raises.
         """
         try:
             results = await self.tools_chain(ToolBatch(run, calls, response)) if calls else []
@@ -80,6 +82,9 @@ class ToolStep:
                     answers.append(Message("tool", text, [], call.id, result.is_error))
                 else:
                     answers.append(Message.tool(call.id, content, result.is_error))
+            if held:
+                paused = True
+                answers += [Message.tool(call.id, "") for call in held]  # placeholders: the calls are pending
             if settled is not None:
                 answers = in_call_order(response, answers, settled)
         except BaseException as error:
@@ -91,7 +96,8 @@ class ToolStep:
                 )
             raise
         if paused:
-            pause(run, calls, requests, answers)
+            asked = [ToolRequest(call.id, call.name, call._asked) for call in held]
+            pause(run, [*calls, *held], [*requests, *asked], answers, {call.id for call in held})
             return True
         run.messages.extend(answers)
         return False
@@ -248,13 +254,26 @@ class SideBySide:
             raise
 
 
-def pause(run: Run, calls: list[ToolCall], requests: list[ToolRequest], answers: list[Message]) -> None:
+def pause(
+    run: Run,
+    calls: list[ToolCall],
+    requests: list[ToolRequest],
+    answers: list[Message],
+    in_doubt: Collection[str] = (),
+) -> None:
     """Keep a paused batch aside: its pending calls (with the arguments asked for) and the answers so far.
 
-    If `run.state` cannot be saved, the paused calls are answered as not run and the error propagates.
+    `in_doubt`: the ids of calls pending because they may have run (kind `"in_doubt"`). If `run.state` cannot be
+    saved, the paused calls are answered as not run and the error propagates.
     """
     pending = [
-        PendingCall(call.id, call.name, own_copy(request.args), call.pause_reason)
+        PendingCall(
+            call.id,
+            call.name,
+            own_copy(request.args),
+            call.pause_reason,
+            kind="in_doubt" if call.id in in_doubt else "tool",
+        )
         for call, request in zip(calls, requests, strict=True)
         if call.pause_reason is not None
     ]

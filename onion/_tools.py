@@ -8,7 +8,7 @@ import json
 import re
 import warnings
 from collections.abc import Callable
-from typing import Any, overload
+from typing import Any, Literal, overload
 
 import pydantic
 import pydantic_core
@@ -28,6 +28,9 @@ class Tool:
 
     Calling the tool object calls the function. A parameter annotated `ToolCall` is passed the current call,
     not shown to the model. `idempotent`: a recovered run may run it again (`docs/durable.md`).
+    A call that started and has no recorded result after a crash (`docs/durable.md`, "In doubt"): `in_doubt="ask"`
+    pauses the recovered run for a person; `reconcile(call)` (sync or async) asks the outside world, answering the
+    `ToolResult` of what happened or None to run it again.
     """
 
     __slots__ = (
@@ -36,9 +39,11 @@ class Tool:
         "description",
         "function",
         "idempotent",
+        "in_doubt",
         "is_async",
         "name",
         "parameters",
+        "reconcile",
         "takes_context",
     )
 
@@ -49,9 +54,19 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         idempotent: bool = False,
+        in_doubt: Literal["ask"] | None = None,
+        reconcile: Callable[[Any], Any] | None = None,
     ):
         self.function = function
         self.idempotent = idempotent
+        self.in_doubt, self.reconcile = in_doubt, reconcile
+        if in_doubt not in (None, "ask") or (reconcile is not None and not callable(reconcile)):
+            raise ValueError(f"tool {name or function.__name__}: in_doubt is 'ask' or None, reconcile a function")
+        if idempotent and (in_doubt or reconcile):
+            raise TypeError(
+                f"tool {name or function.__name__}: an idempotent tool runs again after a crash, so in_doubt= and "
+                "reconcile= (for a tool that must not) do not apply: give one or the other"
+            )
         self.name = checked_name(name or function.__name__)
         self.description = description if description is not None else _description(function)
         self.is_async = inspect.iscoroutinefunction(function)
@@ -121,7 +136,12 @@ class Tool:
 def tool(function: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, idempotent: bool = False
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    idempotent: bool = False,
+    in_doubt: Literal["ask"] | None = None,
+    reconcile: Callable[[Any], Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     function: Callable[..., Any] | None = None,
@@ -130,11 +150,16 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     idempotent: bool = False,
+    in_doubt: Literal["ask"] | None = None,
+    reconcile: Callable[[Any], Any] | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a function (sync or async) a tool: `@tool` or `@tool(name=..., description=..., idempotent=...)`."""
+    """Make a function (sync or async) a tool: `@tool`, or `@tool(name=..., description=..., idempotent=...,
+    in_doubt=..., reconcile=...)` (see `Tool`)."""
     if function is not None:
         return Tool(function)
-    return lambda fn: Tool(fn, name=name, description=description, idempotent=idempotent)
+    return lambda fn: Tool(
+        fn, name=name, description=description, idempotent=idempotent, in_doubt=in_doubt, reconcile=reconcile
+    )
 
 
 def as_tool(item: Tool | Callable[..., Any]) -> Tool:

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AuthenticationError",
     "BadRequestError",
+    "BudgetExceeded",
     "ConnectionLostError",
     "ContextTooLongError",
     "LeaseLost",
@@ -287,8 +288,9 @@ class DecisionRefused(RunStateError):
     `why` names the check that refused them: `"not_paused"` (the run runs, failed or completed),
     `"not_pending"` (a call id the run does not wait on, or one decided already), `"undecided"` (a
     pending call left without a decision), `"conflict"` (one call approved, rejected or edited twice),
-    `"not_editable"` (an edit of a paused model call or run, which has no arguments), `"invalid_edit"`
-    (edited arguments the tool refuses), `"malformed"` (not a set of call ids, reasons and arguments).
+    `"not_editable"` (an edit of a paused model call or run, which has no arguments, or of a call that may have
+    run), `"not_resolvable"` (a result given for a call that is not in doubt), `"invalid_edit"` (edited arguments
+    the tool refuses), `"malformed"` (not a set of call ids, reasons and arguments).
     """
 
     def __init__(self, message: str, *, run_id: str, why: str) -> None:
@@ -348,3 +350,33 @@ class CallRejected(OnionError):
         super().__init__(message)
         self.reason = reason
         self.kind = kind
+
+
+class BudgetExceeded(OnionError):
+    """A run went over its `middleware.budget`, or a person rejected going on past its soft line.
+
+    `usage` is the run's usage at the stop (the response that went over
+    included), `cost` the run's own cost in USD so far (0 without `max_cost`, or
+    when a person rejected the soft line). `scope` names whose allowance it was
+    (`"run"`, `"tenant 'acme'"`, ...), `window` which one (`"day 2026-12-01"`,
+    `"month 2026-12"`, `"the last 3600 s"`, or `"for ever"`), `spent` what that
+    allowance had spent (USD, or tokens for a budget without `max_cost`); all
+    three None where a person rejected the soft line (the reason they were
+    shown names them). Never retried (`retryable` is false).
+    """
+
+    retryable = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        usage: Usage,
+        cost: float = 0.0,
+        scope: str | None = None,
+        window: str | None = None,
+        spent: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.usage, self.cost = usage, cost
+        self.scope, self.window, self.spent = scope, window, spent

@@ -74,7 +74,13 @@ def rates(model: str, prices: Mapping[str, tuple[float, ...]] = PRICES) -> tuple
 
 def cost(model: str, usage: Usage, prices: Mapping[str, tuple[float, ...]] = PRICES) -> float:
     """The cost in USD of `usage` on `model`: uncached input, cache reads and writes, output."""
-    input_price, output_price, read_price, write_price = rates(model, prices)
+    return cost_at(rates(model, prices), usage)
+
+
+def cost_at(prices: tuple[float, float, float, float], usage: Usage) -> float:
+    """The cost in USD of `usage` at `prices`, a model's `rates` (USD per million input, output, cache read and
+    cache write tokens)."""
+    input_price, output_price, read_price, write_price = prices
     read, written = usage.cached_input_tokens, usage.cache_write_tokens
     uncached = max(usage.input_tokens - read - written, 0)
     total = uncached * input_price + read * read_price + written * write_price + usage.output_tokens * output_price

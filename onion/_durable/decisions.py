@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DecisionRefused, ForeignRun, RunNotFound, RunStateError, ToolArgumentsError
-from .state import RunState
+from .state import RunState, not_editable
 
 if TYPE_CHECKING:
     from .._loop import Loop
@@ -23,30 +23,32 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Decisions:
-    """Decisions on a paused run's pending calls: approve these, reject those (with a reason), edit others.
+    """Decisions on a paused run's pending calls: approve these, reject those (with a reason), edit others,
+    resolve calls that may have run (with the result a person checked).
 
-    `approve_rest`: approve every pending call not named. A call is named once: approving, rejecting or
-    editing one call twice is refused (`DecisionRefused`, why `"conflict"`).
+    `approve_rest`: approve every pending call not named. A call is named once: approving, rejecting, editing
+    or resolving one call twice is refused (`DecisionRefused`, why `"conflict"`).
     """
 
     approve: Sequence[str] = ()
     reject: Mapping[str, str] = field(default_factory=dict)
     edit: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     approve_rest: bool = False
+    resolve: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Any, run_id: str = "") -> Decisions:
-        """Decisions from JSON data `{"approve": [ids], "reject": {id: reason}, "edit": {id: args}}`;
-        `DecisionRefused` (why `"malformed"`) naming the field that does not fit."""
+        """Decisions from JSON data `{"approve": [ids], "reject": {id: reason}, "edit": {id: args}, "resolve":
+        {id: result}}`; `DecisionRefused` (why `"malformed"`) naming the field that does not fit."""
 
         def refused(message: str) -> DecisionRefused:
             return DecisionRefused(message, run_id=run_id, why="malformed")
 
         if not isinstance(data, dict):
             raise refused(f"decisions are a JSON object, not {type(data).__name__}")
-        unknown = sorted(set(data) - {"approve", "reject", "edit", "approve_rest"})
+        unknown = sorted(set(data) - {"approve", "reject", "edit", "approve_rest", "resolve"})
         if unknown:
-            raise refused(f"unknown field {unknown[0]!r}: decisions take 'approve', 'reject' and 'edit'")
+            raise refused(f"unknown field {unknown[0]!r}: decisions take 'approve', 'reject', 'edit' and 'resolve'")
         approve = data.get("approve", [])
         if not isinstance(approve, list) or not all(isinstance(i, str) for i in approve):
             raise refused("field 'approve' must be a list of call ids")
@@ -59,11 +61,14 @@ class Decisions:
         rest = data.get("approve_rest", False)
         if not isinstance(rest, bool):
             raise refused("field 'approve_rest' must be true or false")
-        if not (approve or reject or edit or rest):
+        resolve = data.get("resolve", {})
+        if not isinstance(resolve, dict) or not all(isinstance(r, str) for r in resolve.values()):
+            raise refused("field 'resolve' must be an object of call id to result (a string)")
+        if not (approve or reject or edit or rest or resolve):
             raise refused(
                 "a set of decisions that decides nothing: give 'approve', 'reject' or 'edit' for the pending calls"
             )
-        return cls(tuple(approve), dict(reject), {k: dict(v) for k, v in edit.items()}, rest)
+        return cls(tuple(approve), dict(reject), {k: dict(v) for k, v in edit.items()}, rest, dict(resolve))
 
     def to_json(self) -> dict[str, Any]:
         """The decisions as JSON data (`from_json` reads it back)."""
@@ -71,11 +76,13 @@ class Decisions:
         data["edit"] = {call_id: dict(args) for call_id, args in self.edit.items()}
         if self.approve_rest:
             data["approve_rest"] = True
+        if self.resolve:
+            data["resolve"] = dict(self.resolve)
         return data
 
     def ids(self) -> list[str]:
         """Every call id named, in order, repeats included."""
-        return [*self.approve, *self.reject, *self.edit]
+        return [*self.approve, *self.reject, *self.edit, *self.resolve]
 
 
 def check(
@@ -85,8 +92,8 @@ def check(
 
     Checks, each a `DecisionRefused` naming the call: the run is paused; every call named is pending and not
     decided already; no call is named twice; only a tool call is edited, with arguments its tool accepts
-    (when `tools` are given); and, unless `partial` (decisions that arrive one update at a time), every
-    pending call is decided. Changes nothing.
+    (when `tools` are given); only an in-doubt call is resolved; and, unless `partial` (decisions that arrive
+    one update at a time), every pending call is decided. Changes nothing.
     """
     run_id = state.run_id
     if not state.paused:
@@ -116,6 +123,14 @@ def check(
             )
     for call_id, args in decisions.edit.items():
         _check_edit(state, pending[call_id].kind, pending[call_id].name, call_id, args, tools)
+    for call_id in decisions.resolve:
+        if pending[call_id].kind != "in_doubt":
+            raise DecisionRefused(
+                f"run {run_id}: {call_id} is a paused {pending[call_id].kind}, not a call that may have run: only an "
+                "in-doubt call is resolved with its result; approve or reject it",
+                run_id=run_id,
+                why="not_resolvable",
+            )
     rest = [c.id for c in state.pending if c.decision is None and c.id not in named] if decisions.approve_rest else []
     if not partial:
         undecided = [c.id for c in state.pending if c.decision is None and c.id not in named and c.id not in rest]
@@ -140,6 +155,8 @@ def apply(
         state.reject(call_id, reason)
     for call_id, args in decisions.edit.items():
         state.edit(call_id, dict(args))
+    for call_id, result in decisions.resolve.items():
+        state.resolve(call_id, result)
     return state
 
 
@@ -148,11 +165,7 @@ def _check_edit(
 ) -> None:
     run_id = state.run_id
     if kind != "tool":
-        raise DecisionRefused(
-            f"run {run_id}: {call_id} is a paused {kind}, which has no arguments to edit; approve or reject it",
-            run_id=run_id,
-            why="not_editable",
-        )
+        raise DecisionRefused(f"run {run_id}: {call_id} {not_editable(kind)}", run_id=run_id, why="not_editable")
     if not isinstance(args, Mapping):
         raise DecisionRefused(
             f"run {run_id}: the edit of call {call_id} must be an object of arguments, not {type(args).__name__}",

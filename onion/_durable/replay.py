@@ -65,7 +65,8 @@ class Replay:
 
 def pending_batch(replayed: Replay, tools: Mapping[str, Tool], journal: Journal) -> Pending:
     """The batch a dead worker left, for the loop to finish first: recorded results as they were, calls in doubt
-    answered as interrupted (held in `journal`; an idempotent tool's call runs again), the others to run.
+    answered as interrupted (held in `journal`; an idempotent tool's call runs again; one whose tool asks or
+    reconciles, `@tool(in_doubt=, reconcile=)`, left to the loop: `Pending.in_doubt`), the others to run.
 
     A run whose last entry is its final answer has nothing left to run (`final`).
     """
@@ -75,19 +76,24 @@ def pending_batch(replayed: Replay, tools: Mapping[str, Tool], journal: Journal)
     settled: dict[str | None, Message] = {
         call_id: Message.tool(call_id, result.content, result.is_error) for call_id, result in replayed.results.items()
     }
-    requests = []
+    requests, in_doubt = [], []
     for request in replayed.unanswered:
         if request.id in settled:
             continue
         tool = tools.get(request.name)
+        edited = replayed.decided.get(request.id)
+        asked = request if edited is None else ToolRequest(request.id, request.name, dict(edited))
         if request.id in replayed.started and not (tool is not None and tool.idempotent):
+            if tool is not None and (tool.in_doubt or tool.reconcile):
+                in_doubt.append(asked)  # a person, or the tool's reconcile, says what it did
+                continue
             interrupted = ToolResult(INTERRUPTED.format(name=request.name), is_error=True, call_id=request.id)
             journal.hold_result(request.id, interrupted)
             settled[request.id] = Message.tool(request.id, interrupted.content, True)
         else:
-            edited = replayed.decided.get(request.id)
-            requests.append(request if edited is None else ToolRequest(request.id, request.name, dict(edited)))
-    return Pending(settled, requests, approved=bool(replayed.decided), kind=kind, rejection=rejection)
+            requests.append(asked)
+    approved = bool(replayed.decided)
+    return Pending(settled, requests, approved=approved, kind=kind, rejection=rejection, in_doubt=in_doubt)
 
 
 def replay(run_id: str, entries: list[str]) -> Replay:

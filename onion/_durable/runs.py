@@ -21,7 +21,7 @@ from ..errors import ForeignRun, OnionError, RunBusy, RunNotFound, RunStateError
 from .decisions import check_owner, check_tenant
 from .journal import Journal
 from .replay import Replay, pending_batch, replay
-from .state import RunState
+from .state import LONE_KINDS, RunState
 from .trust import CONSUMED, already_decided, check_trusted, rejection_text, signing_keys, take_decisions
 
 if TYPE_CHECKING:
@@ -176,11 +176,13 @@ async def _resumed(
     for record in run.decisions[len(state.decisions) :]:
         journal.hold_record(record)
     for call in state.pending:
-        if call.kind != "tool":  # a paused model call or run
+        if call.kind in LONE_KINDS:  # a paused model call or run
             rejected = (call.rejection or "not approved") if call.decision == "rejected" else None
             await journal.decided_pause(call.id, call.kind, rejected)
         elif call.decision == "rejected":
             journal.hold_result(call.id, ToolResult(rejection_text(call.name, call.rejection), is_error=True))
+        elif call.decision == "resolved":  # a call that may have run: a person recorded what it did
+            journal.hold_result(call.id, ToolResult(call.result or ""))
         else:
             journal.hold_decision(call.id, call.edited_args if call.decision == "edited" else None)
     if run.session is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._messages import Message, ToolRequest, Usage
@@ -19,17 +19,23 @@ from ..errors import RunStateError
 VERSION = 1
 """The version `to_json` writes and `from_json` reads."""
 
-Decision = Literal["approved", "edited", "rejected"]
+Decision = Literal["approved", "edited", "rejected", "resolved"]
 Status = Literal["completed", "paused"]
-PauseKind = Literal["tool", "model", "run"]
+PauseKind = Literal["tool", "model", "budget", "run", "in_doubt"]
+
+LONE_KINDS = ("model", "budget", "run")
+"""The kinds of pause that are a state's only pending call: a model call (`"budget"`: one a spending line paused)
+or a run; `"tool"` and `"in_doubt"` are calls of a batch."""
 
 
 @dataclass(slots=True)
 class PendingCall:
-    """A call of a paused run, waiting for a person's decision (`RunState.approve`, `edit`, `reject`).
+    """A call of a paused run, waiting for a person's decision (`RunState.approve`, `edit`, `reject`, `resolve`).
 
-    `kind` is `"tool"` (`name` and `args` as the model asked), `"model"` (`name` is the model's) or `"run"`
-    (`name` is the agent's); a paused model call or run is its state's only pending call and has no arguments.
+    `kind` is `"tool"` (`name` and `args` as the model asked), `"in_doubt"` (a tool call that started and has no
+    recorded result: it may have run), `"model"` (`name` is the model's; `"budget"`: one a spending line paused)
+    or `"run"` (`name` is the agent's); a paused model call or run is its state's only pending call and has no
+    arguments. `result` is what a person recorded for an in-doubt call (`resolve`).
     """
 
     id: str
@@ -40,11 +46,13 @@ class PendingCall:
     edited_args: dict[str, Any] | None = None
     rejection: str | None = None
     kind: PauseKind = "tool"
+    result: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The call as JSON for a person or a client (`GET /runs`, `onion.temporal.pending`): `kind` "tool" (a tool
-        call), "model" (a paused model call, `name` the model's) or "run" (a paused run, `name` the agent's); only a
-        tool call has arguments to edit. Its decision is not part of it."""
+        call), "in_doubt" (a tool call that may have run), "model" or "budget" (a paused model call, `name` the
+        model's) or "run" (a paused run, `name` the agent's); only a tool call has arguments to edit. Its decision
+        is not part of it."""
         return {"id": self.id, "kind": self.kind, "name": self.name, "args": self.args, "reason": self.reason}
 
 
@@ -53,7 +61,8 @@ class Pending:
     """The one batch a run goes on with first: a paused batch decided, or what a dead worker left.
 
     `settled` answers calls already; `requests` still run, through the tools chain. `final`: the last message
-    is the final answer. `kind` `"model"` or `"run"`: a decided pause of that kind (`rejection` if rejected).
+    is the final answer. `kind` `"model"`, `"budget"` or `"run"`: a decided pause of that kind (`rejection` if
+    rejected).
     """
 
     settled: dict[str | None, Message]
@@ -62,6 +71,9 @@ class Pending:
     final: bool = False
     kind: PauseKind = "tool"
     rejection: str | None = None
+    in_doubt: list[ToolRequest] = field(default_factory=list)
+    """Calls that started and have no recorded result, of tools that ask a person or reconcile (`@tool(in_doubt=,
+    reconcile=)`): the loop settles each before the batch goes on."""
 
 
 @dataclass(slots=True)
@@ -182,16 +194,25 @@ class RunState:
             raise TypeError(f"edit({call_id!r}, args): args must be a dict of arguments, not {type(args).__name__}")
         for call in self.pending:
             if call.id == call_id and call.kind != "tool":
-                raise RunStateError(
-                    f"run {self.run_id}: {call_id} is a paused {call.kind}, which has no arguments to edit; "
-                    "approve or reject it"
-                )
+                raise RunStateError(f"run {self.run_id}: {call_id} {not_editable(call.kind)}")
         self._decide(call_id, "edited").edited_args = dict(args)
+
+    def resolve(self, call_id: str, result: str) -> None:
+        """Answer the in-doubt call `call_id` with `result`, what a person checked it did: it does not run again."""
+        if not isinstance(result, str):
+            raise TypeError(f"resolve({call_id!r}, result): result is the text the model reads, not {type(result)}")
+        for call in self.pending:
+            if call.id == call_id and call.kind != "in_doubt":
+                raise RunStateError(
+                    f"run {self.run_id}: {call_id} is a paused {call.kind}, not a call that may have run: "
+                    "only an in-doubt call is resolved with its result; approve or reject it"
+                )
+        self._decide(call_id, "resolved").result = result
 
     def _decide(self, call_id: str, decision: Decision) -> PendingCall:
         for call in self.pending:
             if call.id == call_id:
-                call.decision, call.edited_args, call.rejection = decision, None, None
+                call.decision, call.edited_args, call.rejection, call.result = decision, None, None, None
                 return call
         waiting = ", ".join(f"{c.id} ({c.name})" for c in self.pending) or "none"
         raise RunStateError(f"run {self.run_id} has no pending call {call_id!r}; its pending calls: {waiting}")
@@ -358,15 +379,18 @@ def _pending(data: Any) -> PendingCall:
     if not isinstance(data, dict):
         raise ValueError(f"a pending call must be a dict, not {type(data).__name__}")
     decision = data.get("decision")
-    if decision not in (None, "approved", "edited", "rejected"):
-        raise ValueError(f"pending call decision {decision!r} is not approved, edited, rejected or null")
+    if decision not in (None, "approved", "edited", "rejected", "resolved"):
+        raise ValueError(f"pending call decision {decision!r} is not approved, edited, rejected, resolved or null")
     edited = data.get("edited_args")
     rejection = data.get("rejection")
-    if not (edited is None or isinstance(edited, dict)) or not (rejection is None or isinstance(rejection, str)):
-        raise ValueError("a pending call's edited_args must be a dict or null, its rejection a str or null")
+    result = data.get("result")
+    if not (edited is None or isinstance(edited, dict)) or not all(
+        text is None or isinstance(text, str) for text in (rejection, result)
+    ):
+        raise ValueError("a pending call's edited_args must be a dict or null, its rejection and result a str or null")
     kind = data.get("kind", "tool")
-    if kind not in ("tool", "model", "run"):
-        raise ValueError(f"pending call kind {kind!r} is not tool, model or run")
+    if kind not in ("tool", "in_doubt", *LONE_KINDS):
+        raise ValueError(f"pending call kind {kind!r} is not tool, in_doubt, model, budget or run")
     return PendingCall(
         _field(data, "id", str),
         _field(data, "name", str),
@@ -376,4 +400,12 @@ def _pending(data: Any) -> PendingCall:
         edited,
         rejection,
         kind,
+        result,
     )
+
+
+def not_editable(kind: str) -> str:
+    """Why a pending call of `kind` (not `"tool"`) has no edit, and what to do instead."""
+    if kind == "in_doubt":
+        return "may have run already, so it is not run with other arguments; approve, reject or resolve it"
+    return f"is a paused {kind}, which has no arguments to edit; approve or reject it"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .._messages import Message, ToolRequest
 from .._principal import DecisionRecord, Principal, now_utc
 from ..errors import BatchDecided, RunStateError, ToolArgumentsError
-from .state import Pending, RunState
+from .state import LONE_KINDS, Pending, RunState
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -83,7 +83,7 @@ def _signed_text(state: RunState) -> bytes:
         if not data[added]:
             del data[added]
     for call in data["pending"]:
-        del call["decision"], call["edited_args"], call["rejection"]
+        del call["decision"], call["edited_args"], call["rejection"], call["result"]
         if call["kind"] == "tool":  # as states signed before paused model calls and runs were
             del call["kind"]
     return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
@@ -119,11 +119,11 @@ def check_trusted(state: RunState, keys: tuple[bytes, ...], agent: str, ttl: flo
                 "the agent that paused it (give agents that share a key their own names)"
             )
         _check_fresh(state, ttl)
-    if any(call.kind != "tool" for call in state.pending):
+    if any(call.kind in LONE_KINDS for call in state.pending):
         check_lone_pause(state)
     asked = {r.id: r for r in _last_calls(state)}
     for call in state.pending:
-        if call.kind != "tool":
+        if call.kind in LONE_KINDS:
             continue
         request = asked.get(call.id)
         if request is None or request.name != call.name or request.args != call.args:
@@ -150,10 +150,11 @@ def take_decisions(saved: RunState, given: RunState) -> None:
     for call in saved.pending:
         decision = decided.get(call.id)
         if decision is not None:
-            call.decision, call.edited_args, call.rejection = (
+            call.decision, call.edited_args, call.rejection, call.result = (
                 decision.decision,
                 decision.edited_args,
                 decision.rejection,
+                decision.result,
             )
 
 
@@ -161,7 +162,7 @@ def pending_batch(state: RunState) -> Pending:
     """The batch `state` (decided: `check_resumable`) goes on with: answers so far and rejections settled, the
     approved and edited calls (with their arguments) to run; for a paused model call or run, its decision."""
     first = state.pending[0] if state.pending else None
-    if first is not None and first.kind != "tool":
+    if first is not None and first.kind in LONE_KINDS:
         rejection = (first.rejection or "not approved") if first.decision == "rejected" else None
         return Pending({}, [], approved=True, kind=first.kind, rejection=rejection)
     settled = {message.tool_call_id: message for message in state.answered}
@@ -169,6 +170,8 @@ def pending_batch(state: RunState) -> Pending:
     for call in state.pending:
         if call.decision == "rejected":
             settled[call.id] = Message.tool(call.id, rejection_text(call.name, call.rejection), True)
+        elif call.decision == "resolved":
+            settled[call.id] = Message.tool(call.id, call.result or "")
         else:
             args = call.edited_args if call.decision == "edited" else call.args
             requests.append(ToolRequest(call.id, call.name, dict(args or {})))
@@ -189,6 +192,7 @@ def recorded(state: RunState, by: Principal | None) -> list[DecisionRecord]:
             at,
             args=call.edited_args if call.decision == "edited" else None,
             reason=call.rejection if call.decision == "rejected" else None,
+            result=call.result if call.decision == "resolved" else None,
         )
         for call in state.pending
         if call.decision is not None and call.id not in known
@@ -202,7 +206,7 @@ def check_lone_pause(state: RunState) -> None:
     last = state.messages[-1] if state.messages else None
     if (
         len(state.pending) != 1
-        or call.kind not in ("model", "run")
+        or call.kind not in LONE_KINDS
         or call.args
         or state.answered
         or (last is not None and last.role == "assistant" and last.tool_calls)
@@ -326,10 +330,10 @@ def check_resumable(state: RunState, agent: str, tools: Mapping[str, Tool]) -> N
             f"run {state.run_id} has undecided pending calls: {', '.join(undecided)}; decide each with "
             "state.approve(id), state.edit(id, args) or state.reject(id, reason=...) (or state.approve_all())"
         )
-    if state.pending and state.pending[0].kind != "tool":
+    if state.pending and state.pending[0].kind in LONE_KINDS:
         check_lone_pause(state)
         return
-    missing = sorted({c.name for c in state.pending if c.decision != "rejected"} - tools.keys())
+    missing = sorted({c.name for c in state.pending if c.decision not in ("rejected", "resolved")} - tools.keys())
     if missing:
         raise RunStateError(
             f"run {state.run_id} has approved calls of tool(s) {', '.join(missing)} that agent {agent} "

@@ -46,6 +46,7 @@ class MCPTool(Tool):
         self.description = listed.description or listed.title or ""
         self.parameters = {key: value for key, value in listed.input_schema.items() if key != "title"}
         self.idempotent = False
+        self.in_doubt, self.reconcile = None, None
         self.takes_context = False
         self.is_async = True
         self.function = self._call

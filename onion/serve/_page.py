@@ -32,7 +32,7 @@ pre{background:#f4f4f4;padding:.5em;white-space:pre-wrap;word-break:break-word}.
 .error{color:#a00}.secret{font-style:italic;color:#555}
 :focus{outline:3px solid #36c}button{font-size:15px;margin-right:.5em}"""
 PER_PAGE = 20
-KINDS = {"tool": "tool call", "model": "model call", "run": "run"}
+KINDS = {"tool": "tool call", "model": "model call", "budget": "budget", "run": "run", "in_doubt": "may have run"}
 """How the page names a pending call's kind."""
 
 

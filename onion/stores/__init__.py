@@ -6,7 +6,7 @@ this process; `SQLiteStore(path)` in a file shared by the processes of one
 machine; `RedisStore(url)` on a Redis server shared by many machines
 (`concurrency(store=...)` takes it too). Another store implements the
 protocols in `onion.stores` (`RunStore`, `SessionStore`, `CacheStore`,
-`RateStore`, and `SlotStore` for concurrency caps, `SessionTenants` for
+`RateStore`; `SpendStore` for shared budgets, `SlotStore` for concurrency caps, `SessionTenants` for
 sessions kept apart by tenant).
 """
 
@@ -28,17 +28,20 @@ from ._protocols import (
     Store,
 )
 from ._session import Session
+from ._spending import SpendStore
 
 if TYPE_CHECKING:
     from ._buckets import MemoryRateStore
     from ._memory import MemoryStore
     from ._memory_cache import MemoryCache
     from ._redis import RedisStore
+    from ._spending import MemorySpendStore
     from ._sqlite import SQLiteStore
 
 _LAZY = {
     "MemoryCache": "._memory_cache",
     "MemoryRateStore": "._buckets",
+    "MemorySpendStore": "._spending",
     "MemoryStore": "._memory",
     "RedisStore": "._redis",
     "SQLiteStore": "._sqlite",
@@ -61,6 +64,7 @@ __all__ = [
     "CacheStore",
     "MemoryCache",
     "MemoryRateStore",
+    "MemorySpendStore",
     "MemoryStore",
     "RateStore",
     "RedisStore",
@@ -73,6 +77,7 @@ __all__ = [
     "SessionTenants",
     "SessionTurn",
     "SlotStore",
+    "SpendStore",
     "Store",
 ]
 

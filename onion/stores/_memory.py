@@ -13,9 +13,10 @@ from ._memory_cache import MemoryCache
 from ._protocols import RunRecord, RunStatus, SessionTurn
 from ._refusals import claim_refusal, run_deleted, run_lost, run_not_found, session_lost
 from ._session import SessionOpener
+from ._spending import MemorySpendStore
 
 
-class MemoryStore(StateLoader, SessionOpener, MemoryRateStore, MemoryCache):
+class MemoryStore(StateLoader, SessionOpener, MemoryRateStore, MemoryCache, MemorySpendStore):
     """Runs, journals, sessions, cache entries and rate counters in dicts; gone with the process.
 
     `clock` (seconds, default `time.time`) decides leases, TTLs and rate
@@ -30,6 +31,7 @@ class MemoryStore(StateLoader, SessionOpener, MemoryRateStore, MemoryCache):
     def __init__(self, *, clock: Callable[[], float] = time.time, max_entries: int = 1024) -> None:
         MemoryRateStore.__init__(self, clock)
         MemoryCache.__init__(self, max_entries, clock=clock)
+        MemorySpendStore.__init__(self)
         self._runs: dict[str, RunRecord] = {}
         self._journals: dict[str, list[str]] = {}
         self._sessions: dict[str, list[str]] = {}

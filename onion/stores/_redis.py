@@ -278,6 +278,18 @@ class RedisStore(RedisLink, StateLoader, SessionOpener):
         except StoreUnavailable as error:
             self._warn_once("rate_limit", error, "provider pauses are not shared")
 
+    # -- spending --------------------------------------------------------------
+
+    async def spend(
+        self, key: str, cost: float, tokens: int, *, now: float, window: float | None = None, ttl: float | None = None
+    ) -> tuple[float, int]:
+        """`SpendStore.spend`: one script. `StoreUnavailable` when Redis fails (a budget never lets calls through
+        uncounted), whatever `fail_open` says."""
+        keys = self._key("spend", key), self._key("spend-log", key)
+        args = (now, repr(float(cost)), int(tokens), window or 0, ttl or 0)
+        spent, used = await self._script("SPEND", f"counting the spending of {key!r}", 2, *keys, *args)
+        return max(float(spent), 0.0), max(round(float(used)), 0)
+
     # -- concurrency slots -----------------------------------------------------
 
     async def take_slot(self, key: str, owner: str, limit: int, lease: float) -> bool:

@@ -319,3 +319,56 @@ end
 return 0
 """
 )
+
+# KEYS: a key's spending totals (a hash: cost, tokens), its buckets (a list of "start cost tokens", oldest first).
+# ARGV: now, cost, tokens, window (0: none), ttl (0: none). Adds to the totals, forgetting the buckets that left a
+# rolling window (`onion.stores._spending.Spent.add` does the same); returns the totals as text (a Lua number would
+# be cut to an integer).
+SPEND = (
+    NOW
+    + """
+local now, cost, tokens = now_from(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local window, ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
+local function text(x) return string.format('%.17g', x) end
+local function bucket(entry)
+  local start, c, t = string.match(entry, '^(%S+) (%S+) (%S+)$')
+  return start, tonumber(c), tonumber(t)
+end
+local total_cost = tonumber(redis.call('HGET', KEYS[1], 'cost') or '0')
+local total_tokens = tonumber(redis.call('HGET', KEYS[1], 'tokens') or '0')
+local changed = cost ~= 0 or tokens ~= 0
+if window > 0 then
+  local step = window / 100
+  while true do
+    local head = redis.call('LINDEX', KEYS[2], 0)
+    if not head then break end
+    local start, c, t = bucket(head)
+    if tonumber(start) + step > now - window then break end
+    redis.call('LPOP', KEYS[2])
+    total_cost, total_tokens, changed = total_cost - c, total_tokens - t, true
+  end
+  if redis.call('LLEN', KEYS[2]) == 0 then total_cost, total_tokens = 0, 0 end
+  if cost ~= 0 or tokens ~= 0 then
+    local start = math.floor(now / step) * step
+    local tail = redis.call('LINDEX', KEYS[2], -1)
+    local last, c, t
+    if tail then last, c, t = bucket(tail) end
+    if tail and tonumber(last) >= start then
+      redis.call('LSET', KEYS[2], -1, last .. ' ' .. text(c + cost) .. ' ' .. text(t + tokens))
+    else
+      redis.call('RPUSH', KEYS[2], text(start) .. ' ' .. text(cost) .. ' ' .. text(tokens))
+    end
+  end
+  ttl = window + step
+end
+total_cost, total_tokens = total_cost + cost, total_tokens + tokens
+if changed then
+  redis.call('HSET', KEYS[1], 'cost', text(total_cost), 'tokens', text(total_tokens))
+  if ttl > 0 then
+    redis.call('PEXPIRE', KEYS[1], math.ceil(ttl * 1000))
+    if window > 0 then redis.call('PEXPIRE', KEYS[2], math.ceil(ttl * 1000)) end
+  end
+end
+return {text(total_cost), text(total_tokens)}
+"""
+)

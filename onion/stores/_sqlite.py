@@ -17,6 +17,7 @@ from ._load import StateLoader
 from ._protocols import RunRecord, RunStatus, SessionTurn
 from ._refusals import claim_refusal, run_deleted, run_lost, run_not_found, session_lost
 from ._session import SessionOpener
+from ._spending import SQLITE_TABLE, sqlite_spend
 from ._sqlite_checkpoints import BACKSTOP_PAGES, Checkpoints
 from ._sqlite_thread import SQLiteThread, damaged
 
@@ -290,6 +291,26 @@ class SQLiteStore(StateLoader, SessionOpener):
             return result
 
         return await self._change(update)
+
+    # -- spending --------------------------------------------------------------
+
+    _spending_ready = False
+
+    async def spend(
+        self, key: str, cost: float, tokens: int, *, now: float, window: float | None = None, ttl: float | None = None
+    ) -> tuple[float, int]:
+        """`SpendStore.spend`: one write transaction (the first also makes the table, in a file that has none)."""
+
+        def spend(db: sqlite3.Cursor) -> tuple[float, int]:
+            if not ready:
+                for statement in SQLITE_TABLE.split(";")[:-1]:
+                    db.execute(statement)
+            return sqlite_spend(db, key, cost, tokens, now, window, ttl)
+
+        ready = self._spending_ready
+        totals = await self._change(spend)
+        self._spending_ready = True
+        return totals
 
     # -- upkeep ----------------------------------------------------------------
 

@@ -35,6 +35,11 @@ def response(text: str | None, usage: Usage, model: str = "gpt-4o-mini", tool_ca
     return ModelResponse(message, usage, model=model)
 
 
+def scripted(items: list[ModelResponse], name: str = "gpt-4o-mini") -> ScriptedModel:
+    """A scripted model named as a priced model (budget checks the model's price before its first call)."""
+    return ScriptedModel(items, name=name)
+
+
 def test_bare_budget_raises_type_error_asking_for_a_limit() -> None:
     with pytest.raises(TypeError, match="max_tokens=100_000"):
         Agent(ScriptedModel(["x"])).use(budget)
@@ -67,9 +72,9 @@ async def test_cost_is_priced_per_million_tokens_and_over_max_cost_raises() -> N
     input_price, output_price = PRICES["gpt-4o-mini"]
     usage = Usage(1_000_000, 1_000_000, 1)
     with pytest.raises(BudgetExceeded) as caught:
-        await Agent(ScriptedModel([response("x", usage)])).use(budget(max_cost=0.5)).run("hi")
+        await Agent(scripted([response("x", usage)])).use(budget(max_cost=0.5)).run("hi")
     assert caught.value.cost == pytest.approx(input_price + output_price)
-    result = await Agent(ScriptedModel([response("x", usage)])).use(budget(max_cost=1.0)).run("hi")
+    result = await Agent(scripted([response("x", usage)])).use(budget(max_cost=1.0)).run("hi")
     assert result.state["cost"] == pytest.approx(0.75)
 
 
@@ -81,8 +86,16 @@ def test_the_longest_matching_price_prefix_wins_and_provider_prefixes_are_ignore
     assert layer.price("my-model-v2") == (1.0, 2.0)
 
 
-async def test_a_model_without_a_price_raises_naming_it() -> None:
-    model = ScriptedModel([response("x", Usage(10, 10, 1), model="mystery-9")])
+async def test_a_model_without_a_price_raises_naming_it_before_its_first_call_is_sent() -> None:
+    model = ScriptedModel([response("x", Usage(10, 10, 1), model="mystery-9")], name="mystery-9")
+    with pytest.raises(OnionError, match=r"no price for model 'mystery-9'; pass budget\(prices=\{'mystery-9'"):
+        await Agent(model).use(budget(max_cost=1)).run("hi")
+    assert model.requests == []
+
+
+async def test_a_response_from_a_model_without_a_price_raises_naming_it() -> None:
+    """A model whose responses name another, unpriced model (a layer inside switched it) is an error when charged."""
+    model = scripted([response("x", Usage(10, 10, 1), model="mystery-9")])
     with pytest.raises(OnionError, match="no price for model 'mystery-9'"):
         await Agent(model).use(budget(max_cost=1)).run("hi")
 
@@ -90,8 +103,8 @@ async def test_a_model_without_a_price_raises_naming_it() -> None:
 async def test_cache_hits_cost_nothing() -> None:
     layer = cache()
     usage = Usage(400_000, 100_000, 1)
-    await Agent(ScriptedModel([response("x", usage)])).use(budget(max_cost=1), layer).run("hi")
-    result = await Agent(ScriptedModel([])).use(budget(max_cost=0.0001), layer).run("hi")
+    await Agent(scripted([response("x", usage)])).use(budget(max_cost=1), layer).run("hi")
+    result = await Agent(scripted([])).use(budget(max_cost=0.0001), layer).run("hi")
     assert result.output == "x" and result.state.get("cost", 0.0) == 0.0
 
 
@@ -109,7 +122,7 @@ async def test_responses_that_a_layer_inside_retry_rejects_are_charged_and_stop_
         return None
 
     usage = Usage(200_000, 200_000, 1)
-    model = ScriptedModel([response("x", usage), response("y", usage), response("z", usage)])
+    model = scripted([response("x", usage), response("y", usage), response("z", usage)])
     agent = Agent(model, middleware=[budget(max_cost=0.20), retry(attempts=3, sleep=no_wait), reject])
     with pytest.raises(BudgetExceeded) as caught:
         await agent.run("hi")
@@ -125,7 +138,7 @@ async def test_a_response_a_layer_inside_makes_itself_is_charged_once() -> None:
     async def answer_myself(ctx: ModelCall, call_next: Handler) -> ModelResponse:
         return response("mine", Usage(1_000_000, 0, 1))
 
-    result = await Agent(ScriptedModel([]), middleware=[budget(max_cost=1.0), answer_myself]).run("hi")
+    result = await Agent(scripted([]), middleware=[budget(max_cost=1.0), answer_myself]).run("hi")
     assert result.state["cost"] == pytest.approx(0.15)
     assert result.usage == Usage(1_000_000, 0, 1)
 
@@ -135,7 +148,7 @@ async def test_cache_reads_and_writes_are_priced_at_the_models_cache_rates() -> 
     usage = Usage(input_tokens=3_000_000, output_tokens=0, requests=1, cached_input_tokens=1_000_000)
     usage.cache_write_tokens = 1_000_000
     claude = [response("x", usage, model="claude-sonnet-4-5")]
-    result = await Agent(ScriptedModel(claude)).use(budget(max_cost=100)).run("hi")
+    result = await Agent(scripted(claude, "claude-sonnet-4-5")).use(budget(max_cost=100)).run("hi")
     assert result.state["cost"] == pytest.approx(3.0 + 0.3 + 3.75)
     custom = budget(max_cost=100, prices={"my-model": (1.0, 2.0, 0.5, 4.0)})
     assert custom.cost("my-model", usage) == pytest.approx(1.0 + 0.5 + 4.0)
@@ -164,7 +177,7 @@ PRICED = {"priced": (1.0, 1.0)}
 
 async def test_the_cost_lives_in_run_private_and_survives_a_pause_resumed_from_json() -> None:
     """$0.60 spent before the pause still counts after `RunState` went through JSON: the next $0.60 goes over $1."""
-    model = ScriptedModel([sixty_cents(tool_call=True), sixty_cents(tool_call=False)])
+    model = scripted([sixty_cents(tool_call=True), sixty_cents(tool_call=False)], "priced")
     spend = budget(max_cost=1.0, prices=PRICED)
     agent = Agent(model, tools=[step]).use(spend, approve("step"))
     paused = await agent.run("hi")
@@ -179,12 +192,12 @@ async def test_the_cost_lives_in_run_private_and_survives_a_pause_resumed_from_j
 async def test_the_cost_survives_a_crash_through_the_journal() -> None:
     """A worker dies after spending $0.60: recovered elsewhere, the next $0.60 goes over the $1 budget."""
     store = MemoryStore()
-    model = ScriptedModel([sixty_cents(tool_call=True)])
+    model = scripted([sixty_cents(tool_call=True)], "priced")
     worker = Agent(model, tools=[step], store=store).use(budget(max_cost=1.0, prices=PRICED), crash_after_step)
     with pytest.raises(Crash):
         await worker.run("hi")
     (record,) = await store.runs()
-    later = Agent(ScriptedModel([sixty_cents(tool_call=False)]), tools=[step], store=store)
+    later = Agent(scripted([sixty_cents(tool_call=False)], "priced"), tools=[step], store=store)
     with pytest.raises(BudgetExceeded) as over:
         await later.use(budget(max_cost=1.0, prices=PRICED)).recover(record.run_id)
     assert over.value.cost == pytest.approx(1.2)

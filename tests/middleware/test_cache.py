@@ -593,3 +593,57 @@ async def test_a_message_with_an_image_is_served_from_the_cache_and_its_key_hash
     request_key(model.requests[0])
     assert hashlib.sha256(png).hexdigest() in hashed[0]
     assert len(hashed[0]) < 1000
+
+
+def refunds_model() -> ScriptedModel:
+    return ScriptedModel([[call("refund", order="o-1")], "refunded"])
+
+
+async def test_a_cached_response_that_asks_for_tools_runs_them_again_in_a_new_run() -> None:
+    """What docs/middleware-library.md warns about: the second run asks the model nothing, and refunds again
+    (under a key of its own: `idempotency_key` names a call of one run, and this is another run's call)."""
+    keys: list[str] = []
+
+    @tool
+    def refund(order: str, call: ToolCall) -> str:
+        """Refund an order."""
+        keys.append(call.idempotency_key)
+        return "ok"
+
+    shared = MemoryStore()
+    await Agent(refunds_model(), tools=[refund]).use(cache(store=shared)).run("refund o-1")
+    again = ScriptedModel([])
+    assert (await Agent(again, tools=[refund]).use(cache(store=shared)).run("refund o-1")).output == "refunded"
+    assert again.requests == [] and len(keys) == 2 and keys[0] != keys[1]
+
+
+async def test_tool_calls_false_caches_only_answers_without_tool_calls() -> None:
+    """The second run asks the model again for the response that calls tools; its final answer comes from the cache."""
+    ran: list[str] = []
+
+    @tool
+    def refund(order: str) -> str:
+        """Refund an order."""
+        ran.append(order)
+        return "ok"
+
+    shared = MemoryStore()
+    await Agent(refunds_model(), tools=[refund]).use(cache(store=shared, tool_calls=False)).run("refund o-1")
+    model, layer = ScriptedModel([[call("refund", order="o-1")]]), cache(store=shared, tool_calls=False)
+    result = await Agent(model, tools=[refund]).use(layer).run("refund o-1")
+    assert result.output == "refunded" and len(model.requests) == 1
+    assert (layer.hits, layer.misses) == (1, 1)
+
+
+async def test_tool_calls_false_does_not_serve_an_entry_with_tool_calls_stored_before() -> None:
+    @tool
+    def refund(order: str) -> str:
+        """Refund an order."""
+        return "ok"
+
+    shared = MemoryStore()
+    await Agent(refunds_model(), tools=[refund]).use(cache(store=shared)).run("go")
+    model = ScriptedModel([[call("refund", order="o-1")], "refunded"])
+    layer = cache(store=shared, tool_calls=False)
+    await Agent(model, tools=[refund]).use(layer).run("go")
+    assert len(model.requests) == 1 and layer.hits == 1  # the final answer only

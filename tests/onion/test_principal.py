@@ -118,7 +118,8 @@ async def test_nothing_in_state_sets_the_principal_or_lifts_budget_and_limit() -
         "cache": {"hits": 0, "misses": -5},
     }
 
-    spending = Agent(ScriptedModel([priced("", tool_call=True), priced("done")]), tools=[lookup]).use(spend)
+    spending = Agent(ScriptedModel([priced("", tool_call=True), priced("done")], name="priced"), tools=[lookup])
+    spending.use(spend)
     with pytest.raises(BudgetExceeded) as over:
         await spending.run("go", state=dict(state))
     assert over.value.cost == pytest.approx(1.2)
@@ -138,7 +139,7 @@ async def test_nothing_in_state_sets_the_principal_or_lifts_budget_and_limit() -
 async def test_a_callers_state_cannot_spend_a_runs_budget_for_it() -> None:
     """The other way round: `state={"cost": 999}` does not stop a run within its budget."""
     spend = budget(max_cost=1.0, prices={"priced": (1.0, 1.0)})
-    agent = Agent(ScriptedModel([priced("done")])).use(spend)
+    agent = Agent(ScriptedModel([priced("done")], name="priced")).use(spend)
     result = await agent.run("go", state={"cost": 999.0, spend.key: 999.0})
     assert result.output == "done" and result.state["cost"] == pytest.approx(0.6)
 
