@@ -26,6 +26,7 @@ from ._events import ModelCallFinished, StreamReset, TextDelta, ToolCallStarted
 from ._history import check_history
 from ._in_doubt import settle_in_doubt
 from ._messages import Message, Usage
+from ._output import invalid_output
 from ._results import ModelResponse
 from ._run import Run, RunResult
 from ._stack import bad_result, concurrent_call_next
@@ -35,7 +36,6 @@ from .errors import (
     BudgetExceeded,
     CallRejected,
     MaxStepsExceeded,
-    OutputValidationError,
 )
 from .types import AgentLike
 
@@ -259,7 +259,10 @@ class Loop(ToolStep):
                 output = output_schema.validate(message.text)
             except pydantic.ValidationError as error:
                 if failures + 1 > self.agent.output_retries:
-                    raise invalid_output(self.agent, run, message.text, error, failures + 1) from None
+                    agent = self.agent
+                    raise invalid_output(
+                        agent.name, output_schema, message.text, error, failures + 1, agent.output_retries, run.messages
+                    ) from None
                 run.messages.append(Message.user(output_schema.feedback(error)))
                 return None
         if run._injected:
@@ -383,20 +386,6 @@ def rejected(run: Run, kind: str, reason: str) -> CallRejected | BudgetExceeded:
         f"run {run.id}: a person rejected its paused {what} ({reason}); the run ends here, nothing was called",
         reason=reason,
         kind=kind,
-    )
-
-
-def invalid_output(
-    agent: LoopAgent, run: Run, text: str, error: pydantic.ValidationError, answers: int
-) -> OutputValidationError:
-    errors = error.errors(include_url=False)
-    problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}" for e in errors)
-    return OutputValidationError(
-        f"{agent.name}: the final answer is not a valid {run._output.name if run._output else 'output'} "
-        f"after {answers} answers (output_retries={agent.output_retries}): {problems}",
-        errors=list(errors),
-        text=text,
-        messages=run.messages,
     )
 
 

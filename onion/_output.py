@@ -15,6 +15,8 @@ from typing import Any
 import pydantic
 import pydantic_core
 
+from .errors import OutputValidationError
+
 WRAPPER = "response"
 """The one property a non-object output (a list, a union, a number) is wrapped in: providers want an object root."""
 
@@ -226,3 +228,24 @@ def _refs(node: Any) -> Iterator[str]:
         for key, value in node.items():
             if key not in ("enum", "const", "default"):
                 yield from _refs(value)
+
+
+def invalid_output(
+    agent: str,
+    schema: OutputSchema,
+    text: str,
+    error: pydantic.ValidationError,
+    answers: int,
+    retries: int,
+    messages: Any,
+) -> OutputValidationError:
+    """The error of a final answer that is still not a valid `schema` after `answers` answers (`output_retries`)."""
+    errors = error.errors(include_url=False)
+    problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}" for e in errors)
+    return OutputValidationError(
+        f"{agent}: the final answer is not a valid {schema.name} after {answers} answers "
+        f"(output_retries={retries}): {problems}",
+        errors=list(errors),
+        text=text,
+        messages=messages,
+    )
