@@ -9,13 +9,18 @@ from temporalio import worker
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter, DefaultPayloadConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker.workflow_sandbox import (
+    RestrictedWorkflowAccessError,
+    SandboxedWorkflowRunner,
+    SandboxRestrictions,
+)
 
 from .._agent import Agent
 from .._boundary import BOUNDARY
 from ..clock import CLOCK
 from ..errors import OnionError
 from ._activities import agent_activities
+from ._determinism import refused_by_sandbox
 from ._options import ActivityOptions
 from ._workflow_side import WorkflowBoundary, WorkflowClock
 
@@ -96,6 +101,11 @@ class _BoundaryInterceptor(worker.Interceptor):
                 waiting.started = True
                 try:
                     return await super().execute_workflow(input)
+                except RestrictedWorkflowAccessError as error:  # the sandbox stopped code of the workflow's
+                    refused = refused_by_sandbox(error)
+                    if refused is None:
+                        raise
+                    raise refused from error
                 finally:
                     waiting.ended = True
 

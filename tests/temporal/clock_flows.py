@@ -6,13 +6,15 @@ Imported by name in the sandbox; `AGENTS` are on the conftest client's plugin.
 from __future__ import annotations
 
 import itertools
+import random
+import time
 from typing import Any
 
-from onion_flows import clerk, get_weather
+from onion_flows import clerk, get_weather, wall_clock
 from temporalio import workflow
 
 from middleware import log, retry
-from onion import Agent, ModelCall, ModelNext, ModelResponse, Run, RunNext, RunResult
+from onion import Agent, ModelCall, ModelNext, ModelResponse, Run, RunNext, RunResult, ToolCall, ToolNext, ToolResult
 from onion.errors import ServerError
 from onion.testing import FunctionModel
 
@@ -55,7 +57,37 @@ patient = Agent(FunctionModel(overloaded, name="overloaded"), name="patient").us
 )
 """Retries for at most 2 s of the run's clock, with jitter: the clock and the draws decide when it gives up."""
 
-AGENTS = [*GATED.values(), patient]
+
+class stamped:
+    """Stamps each model call with the wall clock, `time.time()`: it cannot replay."""
+
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
+        call.run.state["stamp"] = time.time()
+        return await call_next(call)
+
+
+async def dice(call: ToolCall, call_next: ToolNext) -> ToolResult:
+    """Rolls a die for each tool call, `random.random()`: it cannot replay."""
+    call.run.state["roll"] = random.random()
+    return await call_next(call)
+
+
+class hidden_clock:
+    """Reads the wall clock through a function of another module (`onion_flows.wall_clock`)."""
+
+    async def wrap_run(self, run: Run, call_next: RunNext) -> RunResult:
+        run.state["started"] = wall_clock()
+        return await call_next(run)
+
+
+UNREPLAYABLE = {
+    "stamped": _weather("unreplayable-stamped", stamped()),
+    "dice": _weather("unreplayable-dice", dice),
+    "hidden_clock": _weather("unreplayable-hidden", hidden_clock()),
+}
+"""Agents with a layer of the user's that reads the clock or draws random numbers itself, by the layer's name."""
+
+AGENTS = [*GATED.values(), patient, *UNREPLAYABLE.values()]
 
 
 @workflow.defn
@@ -65,6 +97,15 @@ class Gated:
     @workflow.run
     async def run(self, kind: str, question: str) -> str:
         return (await GATED[kind].run(question)).output
+
+
+@workflow.defn
+class Unreplayable:
+    """Runs the agent of one unreplayable layer."""
+
+    @workflow.run
+    async def run(self, layer: str, question: str) -> str:
+        return (await UNREPLAYABLE[layer].run(question)).output
 
 
 @workflow.defn

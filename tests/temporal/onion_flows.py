@@ -44,6 +44,11 @@ FAST = ActivityOptions(
 """Options for the crash tests: a dead worker's call is given up after 2 s."""
 
 
+def wall_clock() -> float:
+    """The wall clock (`time.time()`), for a layer of another module to read (clock_flows.hidden_clock)."""
+    return time.time()
+
+
 def _effect(line: str) -> bool:
     """Appends `line` to the side-effects file ($ONION_EFFECTS); True if it was there already."""
     path = Path(os.environ["ONION_EFFECTS"])

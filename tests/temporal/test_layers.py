@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import audit_flows
+import clock_flows
 import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.worker import Worker
@@ -72,3 +74,26 @@ async def test_a_layer_that_cannot_replay_refuses_naming_itself(audited: Any, fa
     assert getattr(cause, "type", None) == "NotDeterministic"
     assert family in str(cause) and "cannot run inside a Temporal workflow" in str(cause)
     assert (await audit_flows.REFUSED[family].run(QUESTION)).output.startswith("Answer:")
+
+
+@pytest.mark.parametrize("layer", sorted(clock_flows.UNREPLAYABLE))
+async def test_a_layer_of_the_users_that_reads_the_clock_or_draws_at_random_is_refused_by_name(
+    client: Client, layer: str
+) -> None:
+    """`time.time()` in a model layer, `random.random()` in a tool layer, the wall clock read through a function
+    of another module in a run layer: the workflow fails with NotDeterministic naming the layer and what it read
+    (it does not retry its task for ever)."""
+    queue = f"q-{uuid.uuid4().hex}"
+    async with Worker(client, task_queue=queue, workflows=[clock_flows.Unreplayable]):
+        with pytest.raises(WorkflowFailureError) as failed:
+            await client.execute_workflow(
+                clock_flows.Unreplayable.run,
+                args=[layer, "weather in Quito"],
+                id=f"w-{uuid.uuid4().hex}",
+                task_queue=queue,
+                execution_timeout=timedelta(seconds=20),
+            )
+    cause = failed.value.cause
+    assert getattr(cause, "type", None) == "NotDeterministic", cause
+    assert f"layer {layer} cannot run inside a Temporal workflow" in str(cause)
+    assert ("random.random" if layer == "dice" else "time.time") in str(cause)
