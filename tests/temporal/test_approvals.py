@@ -146,3 +146,19 @@ async def test_a_second_decision_from_another_process_is_refused_and_the_tool_ra
         await decide(handle, reject={other.id: "not this one"})
         assert (await handle.result()).startswith("paid 30 for order 7")
     assert onion_flows.PAID == [{"order": 7, "amount": 30}]
+
+
+async def test_an_edit_that_does_not_fit_the_tools_schema_is_refused_by_the_validator(
+    paused: WorkflowHandle[Any, Any],
+) -> None:
+    """A typo in an edit (a string for an int, an argument the tool lacks) is refused when the update arrives,
+    naming the call and the field; nothing is decided, and a good decision afterwards runs the tool once."""
+    [call] = await pending(paused)
+    for bad, field in (({"order": "seven", "amount": 25}, "order"), ({"order": 7, "amout": 25}, "amout")):
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await decide(paused, edit={call.id: bad})
+        assert call.id in str(refused.value.cause) and field in str(refused.value.cause)
+    assert [c.id for c in await pending(paused)] == [call.id]
+    await decide(paused, edit={call.id: {"order": 7, "amount": 25}})
+    assert await paused.result() == "Answer: paid 25 for order 7"
+    assert onion_flows.PAID == [{"order": 7, "amount": 25}]
