@@ -11,7 +11,9 @@ import time
 from collections.abc import Callable
 
 from . import (
+    agentdojo,
     concurrency,
+    contain,
     durable,
     imports,
     library,
@@ -41,6 +43,8 @@ SECTIONS = (
     "temporal",
     "import",
 )
+SEPARATE = ("agentdojo",)
+"""Sections run only when named with `--only` (AgentDojo takes minutes, in its own venv)."""
 
 
 def machine() -> str:
@@ -65,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--peers-python", help="interpreter with the peers (default: $ONION_BENCH_PYTHON, else .bench-venv/bin/python)"
     )
-    parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
+    parser.add_argument("--only", nargs="+", choices=SECTIONS + SEPARATE, help="run only these sections")
     args = parser.parse_args(argv)
     scale: Scale = SMOKE if args.smoke else QUICK if args.quick else FULL
     python = peers.interpreter(args.peers_python)
@@ -75,12 +79,13 @@ def main(argv: list[str] | None = None) -> None:
         "tracing": lambda: tracing.rows(scale),
         "peers": lambda: peers.rows(scale, python),
         "concurrency": lambda: concurrency.rows(scale),
-        "library": lambda: library.rows(scale) + policy.rows(scale),
+        "library": lambda: library.rows(scale) + policy.rows(scale) + contain.rows(scale),
         "durable": lambda: durable.rows(scale),
         "redis": lambda: redis_stores.rows(scale),
         "serve": lambda: serve.rows(scale),
         "temporal": lambda: temporal.rows(scale, python),
         "import": lambda: imports.rows(scale),
+        "agentdojo": lambda: agentdojo.rows(scale),
     }
     rows: list[Row] = []
     started = time.perf_counter()

@@ -11,6 +11,7 @@ from .budget import budget
 from .cache import cache
 from .compact import compact
 from .concurrency import concurrency
+from .contain import contain
 from .fallback import fallback
 from .guard import guard
 from .limit import limit
@@ -36,6 +37,7 @@ __all__ = [
     "budget",
     "cache",
     "compact",
+    "contain",
     "concurrency",
     "deny_tools",
     "fallback",

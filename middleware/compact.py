@@ -53,7 +53,8 @@ class compact:
 
     `run.messages` keeps the whole history; what was cleared and summarised
     is kept in `run.state["compact"]` (JSON), so a paused run resumes with
-    the same compacted view. Tokens: the provider's input count of the
+    the same compacted view. A summary of turns that held outside content
+    is itself marked untrusted (`Message.untrusted`), as are cleared stubs. Tokens: the provider's input count of the
     previous request plus an estimate of the messages added since, when
     the history is unchanged up to there; otherwise `estimate_tokens`,
     scaled up by how far the provider's last count was above it.
@@ -104,9 +105,10 @@ class compact:
         covers = min(state["covers"], len(messages) - start)
         view = messages[:start]
         if covers:
-            text = state["summary"] or ""
-            if memo.summary is None or memo.summary.text != text:
+            text, untrusted = state["summary"] or "", state.get("untrusted", False)
+            if memo.summary is None or memo.summary.text != text or memo.summary.untrusted != untrusted:
                 memo.summary = Message.user(text)
+                memo.summary.untrusted = untrusted  # a summary of outside content is outside content
             view.append(memo.summary)
         cleared = set(state["cleared"])
         for message in messages[start + covers :]:
@@ -114,7 +116,7 @@ class compact:
                 stub = memo.stubs.get(message.tool_call_id or "")
                 if stub is None:
                     stub = memo.stubs[message.tool_call_id or ""] = Message.tool(
-                        message.tool_call_id or "", CLEARED, message.is_error
+                        message.tool_call_id or "", CLEARED, message.is_error, untrusted=message.untrusted
                     )
                 message = stub
             view.append(message)
@@ -160,6 +162,8 @@ class compact:
         if cut <= start + state["covers"]:
             return
         older = messages[start + state["covers"] : cut]
+        if any(message.untrusted for message in older):
+            state["untrusted"] = True
         state["summary"] = (await self._summary(call.run, state["summary"], older))[: allowance * 4]
         state["covers"] = cut - start
 

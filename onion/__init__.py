@@ -40,6 +40,7 @@ from ._stream_edits import StreamEdit
 from ._streaming import EventStream
 from ._threads import ToolThreads
 from ._tools import Tool, tool
+from ._untrusted import UntrustedSource, untrusted_sources
 from .errors import (
     MaxStepsExceeded,
     MessageOrderError,
@@ -100,6 +101,7 @@ __all__ = [
     "ToolResultEvent",
     "ToolThreads",
     "ToolsNext",
+    "UntrustedSource",
     "Usage",
     "check_history",
     "errors",
@@ -107,6 +109,7 @@ __all__ = [
     "resolve_model",
     "tool",
     "tracing",
+    "untrusted_sources",
 ]
 
 if TYPE_CHECKING:

@@ -33,6 +33,7 @@ def own_message(message: Message) -> Message:
         message.is_error,
         None if message.meta is None else own_copy(message.meta),
         None if message.content is None else list(message.content),
+        message.untrusted,
     )
 
 

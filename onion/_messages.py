@@ -44,6 +44,10 @@ class Message:
     `text` is then its text parts joined with a line break. Build such a
     message with `Message.user(text, image)` or `Message.tool(call_id, parts)`.
     """
+    untrusted: bool = False
+    """True for outside content: the result of a tool marked `@tool(untrusted=True)` (an MCP tool's, unless its
+    server says `untrusted=False`), or a message an application marks so. Never sent to a model; kept through a
+    pause, the journal, a cassette and Temporal (`docs/security.md`, "Prompt injection")."""
 
     @property
     def parts(self) -> list[Part]:
@@ -75,13 +79,13 @@ class Message:
         return cls("assistant", text, tool_calls if tool_calls is not None else [])
 
     @classmethod
-    def tool(cls, call_id: str, text: str | list[Part], is_error: bool = False) -> Message:
-        """A tool result: text, or a list of parts (a tool that returned an image)."""
+    def tool(cls, call_id: str, text: str | list[Part], is_error: bool = False, *, untrusted: bool = False) -> Message:
+        """A tool result: text, or a list of parts (a tool that returned an image); `untrusted` for outside content."""
         if isinstance(text, str):
-            return cls("tool", text, [], call_id, is_error)
+            return cls("tool", text, [], call_id, is_error, untrusted=untrusted)
         parts = valid_text_parts(as_parts(text, f"the result of tool call {call_id}"))
         message = cls.of_parts("tool", parts)
-        message.tool_call_id, message.is_error = call_id, is_error
+        message.tool_call_id, message.is_error, message.untrusted = call_id, is_error, untrusted
         return message
 
     def to_dict(self) -> dict[str, Any]:
@@ -101,6 +105,8 @@ class Message:
             data["meta"] = copy.deepcopy(self.meta)
         if self.content is not None:
             data["content"] = [part_dict(part) for part in self.content]
+        if self.untrusted:
+            data["untrusted"] = True
         return data
 
     @classmethod
@@ -123,6 +129,7 @@ class Message:
             _typed(data, "is_error", bool, False),
             copy.deepcopy(meta),
             None if content is None else [part_from(item) for item in content],
+            _typed(data, "untrusted", bool, False),
         )
 
 

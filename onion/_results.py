@@ -63,19 +63,29 @@ class ToolResult:
     """The answer to one tool call. `content` is what the model will read.
 
     `content` is text, or a list of parts (`str`, `Image`, `Document`) when
-    the tool returned an image or a document.
+    the tool returned an image or a document. `untrusted` is true for outside
+    content: every answer to a call of a tool marked `@tool(untrusted=True)`
+    is, whoever made it (the tool, a cache, a layer); a tool may also mark one
+    result so itself.
     """
 
-    __slots__ = ("call_id", "content", "is_error", "value")
+    __slots__ = ("call_id", "content", "is_error", "untrusted", "value")
 
     def __init__(
-        self, content: str | list[Part] = "", *, is_error: bool = False, call_id: str = "", value: Any = None
+        self,
+        content: str | list[Part] = "",
+        *,
+        is_error: bool = False,
+        call_id: str = "",
+        value: Any = None,
+        untrusted: bool = False,
     ) -> None:
         self.content = content
         self.is_error = is_error
         self.call_id = call_id
         self.value = value
         """What the tool returned, before it was turned into text."""
+        self.untrusted = untrusted
 
     @property
     def text(self) -> str:
@@ -83,7 +93,7 @@ class ToolResult:
         return content_text(self.content)
 
     def replace(self, **changes: Any) -> ToolResult:
-        """A copy with `changes` (`content=`, `is_error=`, `call_id=`, `value=`), the rest kept."""
+        """A copy with `changes` (`content=`, `is_error=`, `call_id=`, `value=`, `untrusted=`), the rest kept."""
         fields = {name: getattr(self, name) for name in self.__slots__}
         unknown = changes.keys() - fields.keys()
         if unknown:
@@ -101,5 +111,5 @@ class ToolResult:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        flag = " error" if self.is_error else ""
+        flag = (" error" if self.is_error else "") + (" untrusted" if self.untrusted else "")
         return f"<ToolResult{flag} {self.call_id} {self.content!r:.60}>"

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 from pydantic import Field
 
 from ._calls import ToolCall
-from ._tools import Tool
+from ._results import ToolResult
+from ._tools import Tool, render
 from .errors import OnionError
 
 if TYPE_CHECKING:
@@ -24,7 +25,8 @@ class SubAgent:
     agent's stack (outermost) as well as its own: the whole stack with
     `inherit`, else only its layers that say `covers_sub_agents` (the privacy
     layers `pseudonymize` and `redact`), so what the parent hides from its
-    model stays hidden from the child's.
+    model stays hidden from the child's. A child run that read outside content
+    answers with an untrusted result (`ToolResult.untrusted`).
     """
 
     __slots__ = ("_derived", "agent", "inherit")
@@ -54,6 +56,8 @@ class SubAgent:
                 f"sub-agent {self.agent.name} paused for approval of {[p.name for p in result.pending]}; "
                 "a sub-agent run cannot pause: approve its calls in the parent instead"
             )
+        if any(message.untrusted for message in result.messages):  # it read outside content: so does its answer
+            return ToolResult(render(result.output), value=result.output, untrusted=True)
         return result.output
 
     def _through(self, parent: Agent[Any]) -> Agent[Any]:

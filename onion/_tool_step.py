@@ -79,9 +79,9 @@ class ToolStep:
                 content = result.content
                 if type(content) is str:
                     text = content if content.isascii() else valid_text(content)
-                    answers.append(Message("tool", text, [], call.id, result.is_error))
+                    answers.append(Message("tool", text, [], call.id, result.is_error, untrusted=result.untrusted))
                 else:
-                    answers.append(Message.tool(call.id, content, result.is_error))
+                    answers.append(Message.tool(call.id, content, result.is_error, untrusted=result.untrusted))
             if held:
                 paused = True
                 answers += [Message.tool(call.id, "") for call in held]  # placeholders: the calls are pending
@@ -154,6 +154,9 @@ class ToolStep:
             )
         if type(result) is not ToolResult and not isinstance(result, ToolResult):
             raise bad_result(self.stack, "tool", result)
+        tool = call.tool
+        if tool is not None and tool.untrusted:  # whoever answered (the tool, a cache, a layer): outside content
+            result.untrusted = True
         if call.pause_reason is not None:
             return result
         run = call.run
@@ -222,8 +225,10 @@ class ToolStep:
         if isinstance(value, ToolResult):  # the tool answered itself (an MCP server's isError result, ...)
             if not value.call_id:
                 value.call_id = call.id
+            if tool.untrusted:
+                value.untrusted = True
             return value
-        return ToolResult(content=render(value), call_id=call.id, value=value)
+        return ToolResult(content=render(value), call_id=call.id, value=value, untrusted=tool.untrusted)
 
 
 class SideBySide:

@@ -28,6 +28,8 @@ class Tool:
 
     Calling the tool object calls the function. A parameter annotated `ToolCall` is passed the current call,
     not shown to the model. `idempotent`: a recovered run may run it again (`docs/durable.md`).
+    `untrusted`: its results are outside content (a web page, an e-mail, a file); `read_only`: it changes
+    nothing, so `middleware.contain` lets it run after outside content (`docs/security.md`).
     A call that started and has no recorded result after a crash (`docs/durable.md`, "In doubt"): `in_doubt="ask"`
     pauses the recovered run for a person; `reconcile(call)` (sync or async) asks the outside world, answering the
     `ToolResult` of what happened or None to run it again.
@@ -43,8 +45,10 @@ class Tool:
         "is_async",
         "name",
         "parameters",
+        "read_only",
         "reconcile",
         "takes_context",
+        "untrusted",
     )
 
     def __init__(
@@ -54,6 +58,8 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         idempotent: bool = False,
+        untrusted: bool = False,
+        read_only: bool = False,
         in_doubt: Literal["ask"] | None = None,
         reconcile: Callable[[Any], Any] | None = None,
     ):
@@ -67,6 +73,8 @@ class Tool:
                 f"tool {name or function.__name__}: an idempotent tool runs again after a crash, so in_doubt= and "
                 "reconcile= (for a tool that must not) do not apply: give one or the other"
             )
+        self.untrusted = untrusted
+        self.read_only = read_only
         self.name = checked_name(name or function.__name__)
         self.description = description if description is not None else _description(function)
         self.is_async = inspect.iscoroutinefunction(function)
@@ -140,6 +148,8 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     idempotent: bool = False,
+    untrusted: bool = False,
+    read_only: bool = False,
     in_doubt: Literal["ask"] | None = None,
     reconcile: Callable[[Any], Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
@@ -150,15 +160,24 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     idempotent: bool = False,
+    untrusted: bool = False,
+    read_only: bool = False,
     in_doubt: Literal["ask"] | None = None,
     reconcile: Callable[[Any], Any] | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function (sync or async) a tool: `@tool`, or `@tool(name=..., description=..., idempotent=...,
-    in_doubt=..., reconcile=...)` (see `Tool`)."""
+    untrusted=..., read_only=..., in_doubt=..., reconcile=...)` (see `Tool`)."""
     if function is not None:
         return Tool(function)
     return lambda fn: Tool(
-        fn, name=name, description=description, idempotent=idempotent, in_doubt=in_doubt, reconcile=reconcile
+        fn,
+        name=name,
+        description=description,
+        idempotent=idempotent,
+        untrusted=untrusted,
+        read_only=read_only,
+        in_doubt=in_doubt,
+        reconcile=reconcile,
     )
 
 

@@ -9,7 +9,7 @@ Entries are JSON objects, one per store row, by kind `k`:
   replaced it), the usage and `run.state` after it (and `run.private`, once a layer used it);
 - `tool`: a tool call about to run (written before the tool runs; its
   arguments are those of the response's request, in the history);
-- `result`: what a tool call answered (after its whole tool stack);
+- `result`: what a tool call answered (after its whole tool stack), `untrusted` when it is outside content;
 - `decided`: a paused call a person approved (`args`: their edit, or null),
   so a crash later runs it as they decided, without asking again; for a
   paused model call or run, `kind` (`"model"`, `"run"`) and `rejected` (the
@@ -59,12 +59,16 @@ def dumps(entry: dict[str, Any]) -> str:
 
 
 def result_entry(call_id: str, result: ToolResult) -> str:
+    """A `result` entry; `"untrusted":true` is added for outside content (`ToolResult.untrusted`)."""
     content = result.content
     if type(content) is str:  # what _dumps writes, without building the dict
         error = "true" if result.is_error else "false"
-        return f'{{"k":"result","id":{json_string(call_id)},"content":{json_string(content)},"error":{error}}}'
-    stored = [part_dict(part) for part in content]
-    return dumps({"k": "result", "id": call_id, "content": stored, "error": result.is_error})
+        label = ',"untrusted":true' if result.untrusted else ""
+        return f'{{"k":"result","id":{json_string(call_id)},"content":{json_string(content)},"error":{error}{label}}}'
+    entry = {"k": "result", "id": call_id, "content": [part_dict(part) for part in content], "error": result.is_error}
+    if result.untrusted:
+        entry["untrusted"] = True
+    return dumps(entry)
 
 
 def encode(entry: dict[str, Any], run: Run) -> str:

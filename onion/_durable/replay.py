@@ -74,7 +74,8 @@ def pending_batch(replayed: Replay, tools: Mapping[str, Tool], journal: Journal)
         return Pending({}, [], final=True)
     kind, rejection = replayed.decided_pause or ("tool", None)
     settled: dict[str | None, Message] = {
-        call_id: Message.tool(call_id, result.content, result.is_error) for call_id, result in replayed.results.items()
+        call_id: Message.tool(call_id, result.content, result.is_error, untrusted=result.untrusted)
+        for call_id, result in replayed.results.items()
     }
     requests, in_doubt = [], []
     for request in replayed.unanswered:
@@ -157,6 +158,8 @@ def _apply(run: Replay, entry: dict[str, Any]) -> None:
         content = entry["content"]
         if isinstance(content, list):
             content = [part_from(part) for part in content]
-        run.results[entry["id"]] = ToolResult(content, is_error=entry["error"], call_id=entry["id"])
-    else:
+        run.results[entry["id"]] = ToolResult(
+            content, is_error=entry["error"], call_id=entry["id"], untrusted=entry.get("untrusted") is True
+        )
+    elif kind != "end":  # the run was let go of there: nothing to rebuild
         raise ValueError(f"unknown entry kind {kind!r}")

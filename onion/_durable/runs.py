@@ -134,7 +134,9 @@ async def resume_paused(
             raise
         for message in given.answered:
             content = message.text if message.content is None else message.content
-            journal.hold_result(message.tool_call_id or "", ToolResult(content, is_error=message.is_error))
+            journal.hold_result(
+                message.tool_call_id or "", ToolResult(content, is_error=message.is_error, untrusted=message.untrusted)
+            )
         return await _resumed(loop, run, journal, store, given, session)
     except RunBusy as busy:
         if busy.status == "running":

@@ -45,7 +45,9 @@ class MCPServer(ToolSource):
     `prefix` is put before each of its tool names; `connect_timeout` bounds
     connecting and listing (tool calls are bounded by a `timeout` layer). A
     result over `max_result_bytes` (its JSON, as the server sent it) is
-    answered with an error result saying so instead.
+    answered with an error result saying so instead. Its tools' results are
+    outside content (`ToolResult.untrusted`) unless `untrusted=False`, and
+    only then does a tool's `readOnlyHint` make it read-only for `contain`.
     """
 
     def __init__(
@@ -56,6 +58,7 @@ class MCPServer(ToolSource):
         prefix: str = "",
         connect_timeout: float = 30.0,
         max_result_bytes: int = MAX_RESULT_BYTES,
+        untrusted: bool = True,
     ) -> None:
         if not isinstance(prefix, str):
             raise TypeError(f"MCP server {name!r}: prefix must be a str, got {prefix!r}")
@@ -69,6 +72,7 @@ class MCPServer(ToolSource):
         self.prefix = prefix
         self.connect_timeout = connect_timeout
         self.max_result_bytes = max_result_bytes
+        self.untrusted = untrusted
         self._connection: _Connection | None = None
         self._tools: list[Tool] = []
         self._listed_on: _Connection | None = None
@@ -85,6 +89,7 @@ class MCPServer(ToolSource):
         name: str | None = None,
         connect_timeout: float = 30.0,
         max_result_bytes: int = MAX_RESULT_BYTES,
+        untrusted: bool = True,
     ) -> MCPServer:
         """A server run as `command *args`, spoken to over its stdin and stdout.
 
@@ -100,6 +105,7 @@ class MCPServer(ToolSource):
             prefix=prefix,
             connect_timeout=connect_timeout,
             max_result_bytes=max_result_bytes,
+            untrusted=untrusted,
         )
 
     @classmethod
@@ -112,6 +118,7 @@ class MCPServer(ToolSource):
         name: str | None = None,
         connect_timeout: float = 30.0,
         max_result_bytes: int = MAX_RESULT_BYTES,
+        untrusted: bool = True,
     ) -> MCPServer:
         """A server at `url`, spoken to over streamable HTTP, sending `headers` with every request."""
         sent = dict(headers or {})
@@ -130,6 +137,7 @@ class MCPServer(ToolSource):
             prefix=prefix,
             connect_timeout=connect_timeout,
             max_result_bytes=max_result_bytes,
+            untrusted=untrusted,
         )
 
     def describe(self) -> str:

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 class ToolServer(Protocol):
     """What an MCP tool asks of its server (`onion.mcp.MCPServer` is one)."""
 
+    untrusted: bool
+    """Whether its tools' results are outside content."""
+
     async def call(self, tool: MCPTool, args: dict[str, Any], run: Run | None) -> ToolResult: ...
 
     def describe(self) -> str: ...
@@ -47,6 +50,9 @@ class MCPTool(Tool):
         self.parameters = {key: value for key, value in listed.input_schema.items() if key != "title"}
         self.idempotent = False
         self.in_doubt, self.reconcile = None, None
+        self.untrusted = server.untrusted
+        hints = listed.annotations
+        self.read_only = not self.untrusted and hints is not None and hints.read_only_hint is True
         self.takes_context = False
         self.is_async = True
         self.function = self._call

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from onion import Message, RunState
+from onion import Message, RunState, untrusted_sources
 from onion.scrub import SECRET_NAME, SECRETS, scrub
 
 STYLE = """body{font:15px system-ui,sans-serif;margin:1em auto;max-width:70em;padding:0 1em;color:#222}
@@ -29,7 +29,7 @@ table{border-collapse:collapse;width:100%}td,th{padding:.3em .6em;border-bottom:
 fieldset{border:1px solid #ccc;border-radius:4px;margin:.6em 0}
 textarea,input[type=text]{width:100%;font:13px monospace;box-sizing:border-box}
 pre{background:#f4f4f4;padding:.5em;white-space:pre-wrap;word-break:break-word}.meta{color:#555;font-size:13px}
-.error{color:#a00}.secret{font-style:italic;color:#555}
+.error{color:#a00}.secret{font-style:italic;color:#555}.untrusted{border-left:4px solid #c60;padding-left:.6em}
 :focus{outline:3px solid #36c}button{font-size:15px;margin-right:.5em}"""
 PER_PAGE = 20
 KINDS = {"tool": "tool call", "model": "model call", "budget": "budget", "run": "run", "in_doubt": "may have run"}
@@ -163,7 +163,8 @@ def paused_form(card: Card, csrf: str, root: str = "") -> str:
     calls = "".join(call_fieldset(call, card.tools.get(call.name, "")) for call in state.pending)
     return (
         f"<form class=paused id='run-{run_id}' method=post action='{escape(root)}/runs/{run_id}/decisions'>"
-        f"<h2>{run_id} waits</h2>{context(card)}<input type=hidden name=csrf value='{escape(csrf)}'>{calls}"
+        f"<h2>{run_id} waits</h2>{context(card)}{untrusted_before(state)}"
+        f"<input type=hidden name=csrf value='{escape(csrf)}'>{calls}"
         f"<p><button type=submit id='decide-{run_id}'>Decide</button>"
         f"<button type=submit name=all value=approve id='approve-all-{run_id}'>Approve the rest</button>"
         f"<button type=submit name=all value=reject id='reject-all-{run_id}'>Reject the rest</button></p></form>"
@@ -196,6 +197,17 @@ def context(card: Card) -> str:
     return "".join(parts)
 
 
+def untrusted_before(state: RunState) -> str:
+    """Which untrusted content (`Message.untrusted`) the waiting calls follow, for the person deciding: a call
+    that `contain` paused says in its reason what it carries from there."""
+    sources = untrusted_sources([*state.messages, *state.answered])
+    if not sources:
+        return ""
+    lines = "".join(f"<li>{escape(scrub(str(source), SECRETS))}</li>" for source in sources)
+    heading = "<b>After untrusted content</b> (not written by the user):"
+    return f"<div class=untrusted id='untrusted-{escape(state.run_id)}'>{heading}<ul>{lines}</ul></div>"
+
+
 def input_text(state: RunState) -> str:
     given = state.input
     if isinstance(given, str):
@@ -212,7 +224,8 @@ def message_line(message: Message) -> str:
     text = scrub(message.text, SECRETS)
     text = text if len(text) <= 300 else text[:300] + "…"
     if message.role == "tool":
-        return f"result of {message.tool_call_id}{' (error)' if message.is_error else ''}: {text}"
+        marks = (" (error)" if message.is_error else "") + (" (untrusted)" if message.untrusted else "")
+        return f"result of {message.tool_call_id}{marks}: {text}"
     asked = ", ".join(f"{c.name} ({c.id})" for c in message.tool_calls)
     return f"model: {text}" + (f" → asked for {asked}" if asked else "")
 

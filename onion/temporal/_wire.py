@@ -66,17 +66,23 @@ def response_from(data: dict[str, Any]) -> ModelResponse:
 
 
 def result_data(result: ToolResult) -> dict[str, Any]:
+    """A tool's answer as data; `"untrusted": true` for outside content (`ToolResult.untrusted`)."""
     content = result.content
-    return {
+    data: dict[str, Any] = {
         "content": content if isinstance(content, str) else [part_dict(part) for part in content],
         "is_error": result.is_error,
     }
+    if result.untrusted:
+        data["untrusted"] = True
+    return data
 
 
 def result_from(data: dict[str, Any], call_id: str) -> ToolResult:
     content = data["content"]
     parts = content if isinstance(content, str) else [part_from(part) for part in content]
-    return ToolResult(content=parts, is_error=bool(data["is_error"]), call_id=call_id)
+    return ToolResult(
+        content=parts, is_error=bool(data["is_error"]), call_id=call_id, untrusted=data.get("untrusted") is True
+    )
 
 
 def model_failure(error: errors.ModelError) -> ApplicationError:

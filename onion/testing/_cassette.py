@@ -137,8 +137,13 @@ class Cassette:
         except Exception as failure:
             self.tool_calls.append({**tool_entry(call.name, call.args, "", False), "raised": _raised(failure)})
             raise
-        content, is_error = (value.content, value.is_error) if isinstance(value, ToolResult) else (render(value), False)
-        self.tool_calls.append(tool_entry(call.name, call.args, content, is_error))
+        if isinstance(value, ToolResult):
+            entry = tool_entry(call.name, call.args, value.content, value.is_error)
+            if value.untrusted:
+                entry["untrusted"] = True
+        else:
+            entry = tool_entry(call.name, call.args, render(value), False)
+        self.tool_calls.append(entry)
         return value
 
     async def answer(self, call: ModelCall, model: Any) -> ModelResponse:

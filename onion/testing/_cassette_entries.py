@@ -73,7 +73,7 @@ def request_entry(call: ModelCall) -> dict[str, Any]:
         "provider": provider_of(call.model),
         "model": model_name(call.model),
         "output_type": output_type_entry(call.output_type),
-        "messages": [message.to_dict() for message in call.messages],
+        "messages": [_sent(message) for message in call.messages],
         "tools": [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in call.tools],
         "settings": settings,
     }
@@ -133,4 +133,14 @@ def tool_entry(name: str, args: dict[str, Any], content: Any, is_error: bool) ->
 def tool_result_from(entry: dict[str, Any], call_id: str) -> ToolResult:
     content = entry["content"]
     parts = content if isinstance(content, str) else [part_from(part) for part in content]
-    return ToolResult(content=parts, is_error=bool(entry["is_error"]), call_id=call_id)
+    return ToolResult(
+        content=parts, is_error=bool(entry["is_error"]), call_id=call_id, untrusted=bool(entry.get("untrusted"))
+    )
+
+
+def _sent(message: Message) -> dict[str, Any]:
+    """A message as the model receives it: without onion's own label of outside content (no provider sees it, so a
+    cassette recorded before a tool was marked `untrusted` still matches)."""
+    data = message.to_dict()
+    data.pop("untrusted", None)
+    return data

@@ -16,6 +16,7 @@ from .. import _chains as core
 from .._copies import own_copy
 from .._layers import Layer
 from .._stack import Handler, Stack
+from .._untrusted import untrusted_sources
 from ._spans import Span, capturing, current
 
 if TYPE_CHECKING:
@@ -108,6 +109,8 @@ def _traced(kind: str, chain: Handler, exporter: Exporter | None) -> Handler:
         span = Span(kind, name_of(kind, ctx), ctx, parent, roots is not None)
         if tool:
             span.args = own_copy(ctx.args)
+            if any(message.untrusted for message in ctx.run.messages):
+                span.untrusted_before = untrusted_sources(ctx.run.messages)
         if roots is not None:
             roots.append(span)
         token = current.set(span)

@@ -70,10 +70,22 @@ def outcome(span: Span) -> list[str]:
         facts.append("blocked" if "was blocked" in result.content else "error result")
     elif isinstance(result, ToolResult) and span.ctx.pause_reason is not None:
         facts.append("paused")
+    if isinstance(result, ToolResult) and result.untrusted:
+        facts.append("untrusted result")
+    if span.untrusted_before:
+        facts.append(after_untrusted(span.untrusted_before))
     if span.error is not None:
         facts.append(error_text(span.error))
     facts.extend(span.notes)
     return facts
+
+
+def after_untrusted(sources: list[Any]) -> str:
+    """`after untrusted content from fetch (call c1): "first words"`, scrubbed, for a call made after it."""
+    from ..scrub import scrub
+
+    more = f" (+{len(sources) - 1} more)" if len(sources) > 1 else ""
+    return scrub(f"after untrusted content from {sources[0]}{more}")
 
 
 def produced(call: ModelCall) -> Usage:

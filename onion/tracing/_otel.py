@@ -181,6 +181,10 @@ class OpenTelemetry:
         }
         if self.content and not self.real_values:
             found["gen_ai.tool.call.arguments"] = self._json(span.args if span.args is not None else ctx.args)
+        if span.untrusted_before:
+            found["onion.tool.after_untrusted"] = [
+                f"{source.tool or 'message'} ({source.call_id or source.index})" for source in span.untrusted_before
+            ]
         return found
 
     def _closing(self, span: Span, given: int) -> dict[str, Any]:
@@ -237,6 +241,8 @@ class OpenTelemetry:
             return found
         if isinstance(result, ToolResult):
             found = {"onion.tool.is_error": result.is_error}
+            if result.untrusted:
+                found["onion.tool.untrusted"] = True
             if span.ctx.pause_reason is not None:
                 found["onion.tool.paused"] = True
             if self.content:

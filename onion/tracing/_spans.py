@@ -47,6 +47,7 @@ class Span:
         "passes",
         "result",
         "start",
+        "untrusted_before",
         "waited",
     )
 
@@ -58,6 +59,8 @@ class Span:
         self.args: dict[str, Any] | None = None
         """For a tool call, its arguments as the call was made, before its layers ran: what the model wrote
         (placeholders under `pseudonymize`), as traces show them."""
+        self.untrusted_before: list[Any] | None = None
+        """For a tool call made after untrusted content: that content's sources (`onion.UntrustedSource`)."""
         self.parent = parent
         self.children: list[Span] = []
         self.result: Any = None
