@@ -12,12 +12,15 @@ results; the final response with the run's end), so one write (an
 commits of a run's writes on a bare connection (the same statements and
 entries, no journal, no loop): the floor of the first row on this disk.
 A burst of concurrent journaled runs (50 ms model latency) gives runs
-per second against the same burst with no store.
+per second against the same burst with no store. The journal's chain (a
+SHA-256 of each entry; with a `state_key`, an HMAC per write) is measured
+alone on the same run's entries, as its 4 writes seal them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 import tempfile
 import time
@@ -25,6 +28,7 @@ import uuid
 from pathlib import Path
 
 from onion import Agent, Message, ModelCall, ModelResponse, Run, ToolRequest, Usage, tool
+from onion._durable.chain import Chain
 from onion._durable.journal import Journal
 from onion.stores import MemoryStore, SQLiteStore, Store
 from onion.stores._sqlite import _RUN_COLUMNS, _append, _connect, _hold
@@ -109,6 +113,21 @@ async def run_entries(where: Path) -> list[list[str]]:
     return [entries[:1], entries[1:5], entries[5:8], entries[8:]]
 
 
+def chain_cost(writes: list[list[str]], key: bytes | None, rounds: int = 2000) -> float:
+    """Seconds to chain (with `key`, and sign) one run's entries, `writes` as its writes grouped them: what the chain
+    adds to a journaled run, in a hot loop."""
+    own = [
+        [re.sub(r'^\{"p":"[0-9a-f]{64}","n":\d+,("m":"[0-9a-f]{64}",)?', "{", entry) for entry in write]
+        for write in writes
+    ]
+    start = time.perf_counter()
+    for _ in range(rounds):
+        chain = Chain("run-0123456789abcdef0123456789abcdef", key)
+        for write in own:
+            chain.seal(write)
+    return (time.perf_counter() - start) / rounds
+
+
 def bare_commits(path: Path, writes: list[list[str]]) -> Batch:
     """The 4 transactions of a journaled run's writes (the store's own statements, `writes`' entries) on a
     connection of the store's settings, checkpointed between runs as the store's thread would: SQLite alone."""
@@ -173,9 +192,11 @@ async def measure(scale: Scale, where: Path) -> dict[str, float]:
         cases[f"none {calls}"] = batch_of(make_agent(calls, None))
         cases[f"sqlite {calls}"] = batch_of(make_agent(calls, store))
     cases["memory 3"] = batch_of(make_agent(3, MemoryStore()))
-    cases["bare commits"] = bare_commits(where / "bare.db", await run_entries(where))
+    writes = await run_entries(where)
+    cases["bare commits"] = bare_commits(where / "bare.db", writes)
     t = await interleaved(cases, rounds=scale.rounds, target_s=scale.target_s * 5)
     t["model entry"] = await model_entry_cost()
+    t["chain"], t["chain key"] = chain_cost(writes, None), chain_cost(writes, b"a state_key of 32 bytes, secret.")
     async with SQLiteStore(where / "trip.db") as store:
         t["round trip"] = await round_trip(store)
     runs = 100 if scale.concurrent_runs < 1000 else 1000
@@ -229,6 +250,22 @@ def rows(scale: Scale) -> list[Row]:
             "run, no store",
         ),
         Row(SECTION, "journal per model call (entry held for the next write)", t["model entry"] * 1e6, "µs"),
+        Row(
+            SECTION,
+            "journal's chain per run (a SHA-256 per entry, 10 entries)",
+            t["chain"] * 1e6,
+            "µs",
+            t["sqlite 3"] * 1e6,
+            "run, SQLiteStore",
+        ),
+        Row(
+            SECTION,
+            "the chain with a state_key (an HMAC per write, 4 writes)",
+            t["chain key"] * 1e6,
+            "µs",
+            t["sqlite 3"] * 1e6,
+            "run, SQLiteStore",
+        ),
         Row(SECTION, "SQLiteStore round trip (append_journal, 3 entries)", t["round trip"] * 1e6, "µs"),
         Row(SECTION, "journal per tool call (+1 model call), 1 call per batch", (journal[1] - journal[0]) * 1e6, "µs"),
         Row(SECTION, "journal per tool call, 3 parallel calls per batch", (journal[3] - journal[0]) / 3 * 1e6, "µs"),

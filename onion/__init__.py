@@ -125,6 +125,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'onion' has no attribute {name!r}")
 
 
-_LAZY = frozenset(("evals", "mcp", "prices", "providers", "scrub", "stores", "temporal", "testing", "tracing", "types"))
+_LAZY = frozenset(
+    ("audit", "evals", "mcp", "prices", "providers", "scrub", "stores", "temporal", "testing", "tracing", "types")
+)
 
 export(globals())

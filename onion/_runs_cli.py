@@ -3,7 +3,8 @@
 What is printed comes from the journal (model text, tool results, session
 ids): every control character in it is escaped, so none reaches the terminal.
 The subcommands that change runs (approve, reject, edit, resume, delete,
-purge) are in `_runs_actions.py`.
+purge) are in `_runs_actions.py`; those that check or export journals
+(verify, export), in `_runs_audit.py`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ class Refused(Exception):
 
     def __init__(self, message: str) -> None:
         super().__init__(printable(message))
+
+
+class CheckFailed(Exception):
+    """What a check found wrong, a line per finding (each printable already): printed, and the command exits 1."""
 
 
 async def list_runs(
@@ -259,6 +264,21 @@ def add_parser(commands: Any) -> None:
     purge_ = actions.add_parser("purge", help="delete the completed and failed runs not updated for a while")
     purge_.add_argument("--older-than", required=True, type=duration, metavar="DURATION", help="e.g. 7d, 12h")
     purge_.add_argument("--all", action="store_true", help="paused and running runs too")
+    verify_ = actions.add_parser(
+        "verify", help="check that journals are as written: nothing altered, removed, inserted"
+    )
+    which = verify_.add_mutually_exclusive_group(required=True)
+    which.add_argument("run_id", nargs="?", metavar="RUN_ID", help="the run to check")
+    which.add_argument("--all", action="store_true", help="every run in the store")
+    verify_.add_argument(
+        "--key-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="the environment variable holding the agents' state_key (once per key while keys are rolled)",
+    )
+    export = actions.add_parser("export", help="write a run's journal as JSON lines (decisions: who, when, what)")
+    export.add_argument("run_id")
     for name, parser in actions.choices.items():
         store_options(parser, argparse.SUPPRESS)
         if name in DECIDING:
@@ -308,6 +328,9 @@ def run(arguments: argparse.Namespace) -> None:
     command = f"runs {arguments.action}" if arguments.action else "runs"
     try:
         print(asyncio.run(carried_out(arguments)))
+    except CheckFailed as failed:
+        print(failed)
+        raise SystemExit(1) from None
     except Refused as refused:
         raise SystemExit(f"{command}: {refused}") from None
     except Exception as error:  # a store down or damaged, a call not pending: one line, never a traceback
@@ -347,6 +370,12 @@ async def carry_out(arguments: argparse.Namespace, store: Store) -> str:
             await agent.aclose()
     if action == "show":
         return await show_run(store, run_id)
+    if action in ("verify", "export"):
+        from ._runs_audit import export_run, keys_named, verify_runs
+
+        if action == "export":
+            return await export_run(store, run_id)
+        return await verify_runs(store, run_id, keys_named(arguments.key_env))
     from ._runs_actions import delete, purge
 
     if action == "delete":

@@ -4,7 +4,8 @@
 - `trust`: what resuming a `RunState` checks (its signature, its fit with the agent, its batch);
 - `decisions`: `Decisions` and `decide`, the one way a paused run's calls are decided (the server, the CLI and
   Temporal call it);
-- `entries`, `journal`, `replay`: a run's steps written to its store as they happen, and read back;
+- `entries`, `journal`, `replay`: a run's steps written to its store as they happen, and read back; `chain`: each
+  entry chained to the one before it (and signed), so one altered, removed or inserted shows (`onion.audit`);
 - `runs`: journaled runs, and runs going on from a store (`resume_paused`, `recover`);
 - `sessions`: runs on a session, and the one path of every resume (`resume_run`);
 - `load`: a run kept in a store, as a `RunState` (`store.load(run_id)` is this).

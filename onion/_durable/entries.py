@@ -1,6 +1,8 @@
 """The journal's entries, as JSON text (`onion._durable.journal` writes them, `onion._durable.replay` reads them back).
 
-Entries are JSON objects, one per store row, by kind `k`:
+Entries are JSON objects, one per store row. Each begins with its chain fields (`onion._durable.chain`):
+`p`, the SHA-256 of the entry before it (the first entry's, of the run's id); `n`, its index; `m`, with
+the agent's `state_key`, on the last entry of each write: its HMAC. Then its own fields, by kind `k`:
 
 - `start`: the first messages, `run.state`, the agent's name, the session (if any), the run's
   principal, `run.private` and the decisions on record so far (each when there is one);
@@ -15,7 +17,9 @@ Entries are JSON objects, one per store row, by kind `k`:
   paused model call or run, `kind` (`"model"`, `"run"`) and `rejected` (the
   reason, or null when approved);
 - `decision`: a `DecisionRecord` (who decided a paused call, when, and what), written with the batch
-  it decided, before any of its calls runs.
+  it decided, before any of its calls runs;
+- `end`: the run let go of (`status`: `"paused"`, `"completed"`, `"failed"`), written with its release, so
+  a journal whose last entries were removed shows.
 """
 
 from __future__ import annotations
@@ -69,6 +73,11 @@ def result_entry(call_id: str, result: ToolResult) -> str:
     if result.untrusted:
         entry["untrusted"] = True
     return dumps(entry)
+
+
+def end_entry(status: str) -> str:
+    """The entry that ends a run's journal when the run is let go of as `status` (it may go on later)."""
+    return f'{{"k":"end","status":{json_string(status)}}}'
 
 
 def encode(entry: dict[str, Any], run: Run) -> str:

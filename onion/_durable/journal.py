@@ -2,7 +2,9 @@
 
 Entries (`onion._durable.entries`) are JSON objects, one per store row. A model entry
 is held back and written with the next write (a tool starting, a result, the
-run's end), so a step costs one round trip.
+run's end), so a step costs one round trip. Each entry is chained to the one
+before it (`onion._durable.chain`) as it is handed to the store, in the order
+the store keeps them.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from .._committed import going_on, inline_writes
 from .._messages import Message
 from .._results import ModelResponse, ToolResult
 from ..errors import LeaseLost, RunBusy, RunNotFound
-from .entries import dumps, encode, json_string, result_entry
+from .chain import Chain
+from .entries import dumps, encode, end_entry, json_string, result_entry
 
 logger = logging.getLogger("onion.journal")
 
@@ -37,7 +40,9 @@ class Journal:
     The lease (`lease` seconds) is extended by every write and by renewals
     at most `lease / 3` seconds apart while the run goes on; a worker
     that lost it gets `LeaseLost` on its next write, and a renewal that finds
-    it lost cancels the run where it is (`stop_when_lost`).
+    it lost cancels the run where it is (`stop_when_lost`). `key` (the agent's
+    `state_key`): the last entry of each write carries an HMAC too. A run that goes on from the
+    store (resumed, recovered) follows its stored entries first (`chain.follow`).
     """
 
     __slots__ = (
@@ -52,6 +57,7 @@ class Journal:
         "_stoppable",
         "_waiters",
         "_writing",
+        "chain",
         "inline",
         "lease",
         "lost",
@@ -60,7 +66,9 @@ class Journal:
         "store",
     )
 
-    def __init__(self, store: RunStore, run_id: str, *, lease: float, owner: str | None = None) -> None:
+    def __init__(
+        self, store: RunStore, run_id: str, *, lease: float, owner: str | None = None, key: bytes | None = None
+    ) -> None:
         self.store = store
         self.run_id = run_id
         self.lease = lease
@@ -81,6 +89,8 @@ class Journal:
         self._stoppable: asyncio.Task[Any] | None = None
         self.lost: LeaseLost | RunNotFound | None = None
         """Set when a renewal found the run taken over by another worker, or deleted."""
+        self.chain = Chain(run_id, key)
+        """Where the run's journal stands: what its next entry names as the one before it."""
 
     async def begin(self, run: Run, *, session: str | None = None, session_from: int = 0) -> None:
         """Create the run in the store, with its first messages and state."""
@@ -107,7 +117,7 @@ class Journal:
             agent=run.agent.name,
             owner=self.owner,
             lease=self.lease,
-            entries=[encode(entry, run)],
+            entries=self.chain.seal([encode(entry, run)]),
             session=session,
             **({} if tenant is None else {"tenant": tenant}),  # a store of yours without tenants serves runs of none
         )
@@ -183,11 +193,15 @@ class Journal:
             await self._written()
         held, self._held = self._held, []
         try:
+            if not self.chain.known:
+                await self._follow_store()
+            entries = self.chain.seal([*held, end_entry(status)])
             await self.store.release_run(
-                self.run_id, self.owner, status, state=state, pending=pending, entries=held, turn=turn
+                self.run_id, self.owner, status, state=state, pending=pending, entries=entries, turn=turn
             )
         except BaseException:
             self._held[:0] = held  # not written: a later end (the run failing) writes them
+            self.chain.known = False
             raise
 
     @property
@@ -196,10 +210,24 @@ class Journal:
         return self._renewals is not None
 
     async def give_back(self, state: str | None, pending: int) -> None:
-        """Let go of a paused run claimed to resume as it was when claimed (its `state`), writing nothing held."""
+        """Let go of a paused run claimed to resume as it was when claimed (its `state`), writing nothing held (only
+        its end entry)."""
         self._stop_renewing()
         self._held = []
-        await self.store.release_run(self.run_id, self.owner, "paused", state=state, pending=pending)
+        try:
+            if not self.chain.known:
+                await self._follow_store()
+            entries = self.chain.seal([end_entry("paused")])
+            await self.store.release_run(
+                self.run_id, self.owner, "paused", state=state, pending=pending, entries=entries
+            )
+        except BaseException:
+            self.chain.known = False
+            raise
+
+    async def _follow_store(self) -> None:
+        """Go on from the entries the store holds: after a write that failed (it may or may not have landed)."""
+        self.chain.follow(await self.store.journal(self.run_id))
 
     def stop_when_lost(self) -> Journal:
         """While inside (`with`), a renewal that finds the run taken over (or deleted) cancels this task; it then
@@ -252,8 +280,11 @@ class Journal:
                 if write is None:
                     if not self._held:
                         break
+                    if not self.chain.known:  # a write failed: the store's entries are read first, in a task
+                        self._flush = loop.create_task(self._write_held(None))
+                        return
                     held, self._held = self._held, []
-                    begun = self.store.append_journal(self.run_id, self.owner, held, self.lease)
+                    begun = self.store.append_journal(self.run_id, self.owner, self.chain.seal(held), self.lease)
                     if type(begun) is not types.CoroutineType:
                         self._flush = loop.create_task(self._write_held(begun))
                         return
@@ -289,8 +320,10 @@ class Journal:
             if write is not None:
                 await write
             while self._held:
+                if not self.chain.known:
+                    await self._follow_store()
                 held, self._held = self._held, []
-                await self.store.append_journal(self.run_id, self.owner, held, self.lease)
+                await self.store.append_journal(self.run_id, self.owner, self.chain.seal(held), self.lease)
         except Exception as error:
             self._settle(error)
         except BaseException:
@@ -301,6 +334,8 @@ class Journal:
 
     def _settle(self, error: Exception | None, *, cancelled: bool = False) -> None:
         self._flush, self._writing = None, False
+        if error is not None or cancelled:  # the write may or may not have landed
+            self.chain.known = False
         waiters, self._waiters = self._waiters, []
         for done in waiters:
             if done.done():

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .._principal import Principal
     from .._tools import Tool
     from ..stores import Session, Store
+    from ..types import AgentLike
 
 __all__ = ["OnSession", "committed", "journaled", "journaled_id", "recover", "rejection_text", "resume_paused"]
 
@@ -44,6 +45,12 @@ class OnSession(NamedTuple):
     """`run.messages[start:]` are the run's own (its input onwards)."""
     lock: str
     """The token of the session's lock the run holds (its run id): its turn is appended under it."""
+
+
+def journal_key(agent: AgentLike) -> bytes | None:
+    """The key whose HMAC each journal entry of `agent`'s runs carries: the one that signs its paused runs."""
+    keys = signing_keys(agent.state_key)
+    return keys[0] if keys else None
 
 
 def journaled_id() -> str:
@@ -65,7 +72,7 @@ async def journaled(
     if journal is None:
         if on_session is None:
             run.id = journaled_id()
-        journal = Journal(store, run.id, lease=loop.agent.lease, owner=run.id)
+        journal = Journal(store, run.id, lease=loop.agent.lease, owner=run.id, key=journal_key(loop.agent))
         session = None if on_session is None else on_session.session.session_id
         journal.begin_when_the_loop_starts(session=session, session_from=0 if on_session is None else on_session.start)
     run.journal = journal
@@ -110,7 +117,7 @@ async def resume_paused(
     (`docs/durable.md`, "Paused runs in a store").
     """
     agent = loop.agent
-    journal = Journal(store, given.run_id, lease=agent.lease)
+    journal = Journal(store, given.run_id, lease=agent.lease, key=journal_key(agent))
     try:
         record = await store.claim_run(given.run_id, journal.owner, agent.lease, paused_only=True)
     except RunNotFound:
@@ -148,8 +155,10 @@ async def resume_paused(
         take_decisions(saved, given)
         run = await loop.resumed(saved, output_type, by)
         run.emit = emit
+        written = await store.journal(run.id)
+        journal.chain.follow(written)  # its entries go on from the last one stored
         if record.session is not None:
-            start = json.loads((await store.journal(run.id))[0])
+            start = json.loads(written[0])
             run.session, run.session_from = record.session, start.get("session_from", 0)
         if session is not None and session.session_id != run.session:
             raise RunStateError(
@@ -248,11 +257,13 @@ async def recover(
             "load it with `state = await store.load(run_id)`, decide (state.approve(id), state.reject(id, reason=...), "
             "state.edit(id, args)), then `await agent.resume(state)`"
         )
-    journal = Journal(store, run_id, lease=agent.lease)
+    journal = Journal(store, run_id, lease=agent.lease, key=journal_key(agent))
     await store.claim_run(run_id, journal.owner, agent.lease)
     journal.renew_in_background()
     try:
-        replayed = replay(run_id, await store.journal(run_id))
+        written = await store.journal(run_id)
+        journal.chain.follow(written)  # its entries go on from the last one stored
+        replayed = replay(run_id, written)
         tools = await loop.known_tools(None)
         _check_agent(agent.name, run_id, replayed, tools)
     except BaseException:

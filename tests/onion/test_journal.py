@@ -71,6 +71,7 @@ async def test_a_run_with_a_store_journals_each_step_under_its_run_id() -> None:
         ("tool", tool_id, None),
         ("result", tool_id, "3"),
         ("model", None, None),
+        ("end", None, None),
     ]
     record = await store.run_record(result.run_id)
     assert record is not None and record.status == "completed" and record.owner is None
@@ -242,7 +243,7 @@ async def test_the_calls_of_one_parallel_batch_share_their_writes() -> None:
     result = await Agent(model, tools=[add], store=store).run("go")
     assert store.trips == {"start_run": 1, "append_journal": 2, "release_run": 1}
     kinds = [e["k"] for e in entries(store, result.run_id)]
-    assert kinds == ["start", "model", "tool", "tool", "tool", "result", "result", "result", "model"]
+    assert kinds == ["start", "model", "tool", "tool", "tool", "result", "result", "result", "model", "end"]
 
 
 async def test_a_running_worker_renews_its_lease_so_no_one_else_can_claim_the_run() -> None:
@@ -401,7 +402,7 @@ async def test_a_worker_that_finds_its_lease_taken_over_cancels_its_tools_and_ra
     assert lost.value.run_id == record.run_id and lost.value.session is None
     assert hang.cancelled.is_set() and len(model_a.requests) == 1
     assert await store_a.journal(record.run_id) == written
-    assert [json.loads(e)["k"] for e in written] == ["start", "model", "tool", "result", "model"]
+    assert [json.loads(e)["k"] for e in written] == ["start", "model", "tool", "result", "model", "end"]
     assert (await store_a.run_record(record.run_id)).status == "completed"  # type: ignore[union-attr]
     for store in (store_a, store_b):
         await store.aclose()
@@ -458,6 +459,7 @@ async def test_a_store_subclass_whose_writes_need_their_own_task_journals_every_
         "tool",
         "result",
         "model",
+        "end",
     ]
     record = await store.run_record(result.run_id)
     assert record is not None and record.status == "completed"

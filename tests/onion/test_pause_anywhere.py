@@ -108,8 +108,8 @@ async def test_a_paused_model_call_in_a_store_is_consumed_once_and_journaled() -
         await agent.resume(state)
     assert asked == [1]
     entries = [json.loads(e) for e in await store.journal(paused.run_id)]
-    assert [e["k"] for e in entries] == ["start", "decision", "decided", "model"]
-    assert entries[2]["kind"] == "model" and entries[2]["rejected"] is None
+    assert [e["k"] for e in entries] == ["start", "end", "decision", "decided", "model", "end"]
+    assert entries[3]["kind"] == "model" and entries[3]["rejected"] is None
 
 
 async def test_a_forged_model_pause_from_outside_a_store_is_refused() -> None:
@@ -276,5 +276,6 @@ def test_a_model_call_paused_in_a_killed_process_is_approved_and_finished_in_ano
     import asyncio
 
     entries = asyncio.run(journal())
-    assert [e["k"] for e in entries] == ["start", "decision", "decided", "model"]
-    assert entries[2] == {"k": "decided", "id": result["id"], "kind": "model", "rejected": None}
+    assert [e["k"] for e in entries] == ["start", "end", "decision", "decided", "model", "end"]
+    decided = {name: value for name, value in entries[3].items() if name not in ("p", "n", "m")}  # not its chain
+    assert decided == {"k": "decided", "id": result["id"], "kind": "model", "rejected": None}
