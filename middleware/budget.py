@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import inspect
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -162,6 +163,9 @@ class budget:
         else:  # a reply that came late: within a calendar window the spending only grows
             seen[where.key] = max(known[0], spent[0]), max(known[1], spent[1])
         return spent
+
+    __signature__ = inspect.Signature(list(inspect.signature(__init__).parameters.values())[1:])
+    """What `help(budget)` and the docs show: `__init__`'s parameters, not `__new__`'s (`*args, per, **options`)."""
 
     def _stops(self, run: Run, spent: tuple[float, int], where: Where) -> bool:
         """Whether `spent` would stop a call of `run`, or pause it at a soft line it was not let past."""
