@@ -175,6 +175,8 @@ async def main(
             out(f"  usage: {usage.requests} model requests, {tokens}")
             if attempt == 2 and usage.requests == 0:
                 out("  run 2 was served from the cache: no model request, zero tokens.")
+                out("  (a cached answer that asks for tools still runs those tools in the new run, side effects too;")
+                out("  cache(tool_calls=False) caches only answers without tool calls: docs/middleware-library.md)")
             out("")
             results.append(result)
     if html is not None:
