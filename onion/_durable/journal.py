@@ -14,7 +14,6 @@ import functools
 import logging
 import types
 import uuid
-import weakref
 from collections.abc import Awaitable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +23,7 @@ from .._results import ModelResponse, ToolResult
 from ..errors import LeaseLost, RunBusy, RunNotFound
 from .chain import Chain
 from .entries import dumps, encode, end_entry, json_string, result_entry
+from .renewals import Renewals, deleted, renewals_for, taken_over
 
 logger = logging.getLogger("onion.journal")
 
@@ -83,7 +83,7 @@ class Journal:
         self._waiters: list[asyncio.Future[None]] = []
         self._known = 0
         self._last: Message | None = None
-        self._renewals: _Renewals | None = None
+        self._renewals: Renewals | None = None
         self._renewed = 0.0
         self._renewing: asyncio.Task[None] | None = None
         self._stoppable: asyncio.Task[Any] | None = None
@@ -353,14 +353,11 @@ class Journal:
         self._last = messages[-1] if messages else None
 
     def renew_in_background(self) -> None:
-        """Renew the lease at most `lease / 3` seconds apart until the run ends (`_Renewals`: one timer per loop
+        """Renew the lease at most `lease / 3` seconds apart until the run ends (`Renewals`: one timer per loop
         and lease for all its runs)."""
         loop = asyncio.get_running_loop()
         self._renewed = loop.time()
-        key = (id(loop), self.lease)
-        group = _renewals.get(key)
-        if group is None or group.loop is not loop:
-            group = _renewals[key] = _Renewals(loop, self.lease)
+        group = renewals_for(loop, self.lease)
         group.add(self)
         self._renewals = group
 
@@ -372,21 +369,10 @@ class Journal:
         try:
             await self.store.renew_run(self.run_id, self.owner, self.lease)
         except RunBusy:
-            self._stop(
-                LeaseLost(
-                    f"this worker lost run {self.run_id!r}: its lease lapsed and another worker took it over; "
-                    "the run was stopped here (its model call and tools cancelled), the other worker goes on with it",
-                    run_id=self.run_id,
-                )
-            )
+            self._stop(taken_over(self.run_id))
             return
         except RunNotFound:  # nothing more of it can be recorded
-            self._stop(
-                RunNotFound(
-                    f"run {self.run_id!r} was deleted from the store while it ran; "
-                    "it was stopped here (its model call and tools cancelled)"
-                )
-            )
+            self._stop(deleted(self.run_id))
             return
         except Exception as error:  # a store blip must not let the lease lapse while the run goes on
             logger.warning("run %s: renewing its lease failed (%s); trying again", self.run_id, error)
@@ -408,39 +394,3 @@ class Journal:
             if self._renewing is not asyncio.current_task():
                 self._renewing.cancel()
             self._renewing = None
-
-
-_renewals: weakref.WeakValueDictionary[tuple[int, float], _Renewals] = weakref.WeakValueDictionary()
-"""Each loop's renewal timers, by `(id(loop), lease)`; a timer is kept alive by its journals and its loop."""
-
-
-class _Renewals:
-    """The running journals of one loop and lease, renewed by one timer ticking every `lease / 6` seconds.
-
-    A tick renews each journal that went `lease / 6` seconds without a
-    renewal, so renewals are at most `lease / 3` apart; the timer stops at a
-    tick that finds no journal left.
-    """
-
-    __slots__ = ("__weakref__", "journals", "lease", "loop", "timer")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, lease: float) -> None:
-        self.loop, self.lease = loop, lease
-        self.journals: set[Journal] = set()
-        self.timer: asyncio.TimerHandle | None = None
-
-    def add(self, journal: Journal) -> None:
-        self.journals.add(journal)
-        if self.timer is None:
-            self.timer = self.loop.call_later(self.lease / 6, self._tick)
-
-    def _tick(self) -> None:
-        if not self.journals:  # nothing keeps it now: the next run makes another
-            self.timer = None
-            return
-        now = self.loop.time()
-        due = now - self.lease / 6
-        for journal in list(self.journals):
-            if journal._renewing is None and journal._renewed <= due:
-                journal._renew_now(now)
-        self.timer = self.loop.call_later(self.lease / 6, self._tick)
