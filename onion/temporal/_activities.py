@@ -8,10 +8,12 @@ tools do their I/O as they do outside Temporal.
 from __future__ import annotations
 
 import asyncio
+import importlib
 from collections.abc import Callable
 from typing import Any
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from .._agent import Agent
 from .._output import output_schema
@@ -82,11 +84,34 @@ def _tool_activity(agent: Agent[Any], tool: Tool, options: ActivityOptions) -> C
 
 
 def _output_type(agent: Agent[Any], output: dict[str, Any] | None) -> Any:
+    """The output type a model call asks for: the agent's, or the run's own (`agent.run(..., output_type=)`),
+    imported on this worker from where the workflow's is defined; its schema must be the workflow's."""
     if output is None:
         return str
-    if agent.output_type is not str and output_schema(agent.output_type).name == output["name"]:
-        return agent.output_type
-    raise ValueError(f"agent {agent.name}: output type {output['name']!r} is not the agent's output_type")
+    candidates = [agent.output_type]
+    module, _, qualname = str(output.get("type", "")).partition(":")
+    if module and qualname:
+        try:
+            found: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                found = getattr(found, part)
+            candidates.append(found)
+        except (ImportError, AttributeError):
+            pass
+    for kind in candidates:
+        if (
+            kind is not str
+            and output_schema(kind).name == output["name"]
+            and output_schema(kind).schema == output["schema"]
+        ):
+            return kind
+    raise ApplicationError(
+        f"agent {agent.name}: output type {output['name']!r} ({output.get('type')}) is neither the agent's "
+        "output_type nor a type this worker imports with the same schema: define it at the top level of a module "
+        "the worker imports, the same on every worker",
+        type="ValueError",
+        non_retryable=True,
+    )
 
 
 class _heartbeats:

@@ -107,6 +107,7 @@ def listen() -> Waiting:
 async def wait_for_decisions(agent: Agent[Any], result: RunResult[Any], waiting: Waiting) -> RunResult[Any]:
     """Wait durably for the decisions of the paused `result` (`decide`), resume in the workflow, and again at
     each pause, until the run ends: what `agent.run` returns inside a workflow."""
+    output_type = result._run.output_type if result._run is not None else None  # the run's own, if it has one
     while result.paused:
         waiting.tools = {tool.name: tool for tool in agent.tools}
         waiting.state = result.to_state()
@@ -114,7 +115,7 @@ async def wait_for_decisions(agent: Agent[Any], result: RunResult[Any], waiting:
             await workflow.wait_condition(waiting.done)
         finally:  # decided, or the workflow cancelled: it waits for nothing now
             state, waiting.state = waiting.state, None
-        result = await agent.resume(state)
+        result = await agent.resume(state, output_type=output_type)
     return result
 
 

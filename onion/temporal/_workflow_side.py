@@ -49,10 +49,15 @@ class ActivityModel:
 
     async def request(self, call: ModelCall) -> ModelResponse:
         options = self.options
+        data = call_data(call, self.name)
+        output = data["output"]
+        if output is not None:  # where the worker finds the type: a run's own output_type is not the agent's
+            kind = call.output_type
+            output["type"] = f"{getattr(kind, '__module__', '')}:{getattr(kind, '__qualname__', '')}"
         try:
             data = await workflow.execute_activity(
                 model_activity_name(call.run.agent.name),
-                call_data(call, self.name),
+                data,
                 start_to_close_timeout=options.start_to_close_timeout,
                 heartbeat_timeout=options.heartbeat_timeout,
                 retry_policy=options.retry,

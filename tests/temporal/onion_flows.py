@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pydantic
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
@@ -174,3 +176,41 @@ class PayTwo:
     @workflow.run
     async def run(self, question: str) -> str:
         return (await till.run(question)).output
+
+
+class Forecast(pydantic.BaseModel):
+    """A typed answer: what a run's own `output_type` asks for."""
+
+    city: str
+    celsius: int
+
+
+def forecaster(model_call: ModelCall) -> Any:
+    """Asks for the weather of the question's last word, then answers with a Forecast as JSON."""
+    results = [m.text for m in model_call.messages if m.role == "tool"]
+    city = next(m.text for m in model_call.messages if m.role == "user").split()[-1]
+    if not results:
+        return [call("get_weather", city=city)]
+    return json.dumps({"city": city, "celsius": int(results[-1].split("°")[0])})
+
+
+FORECASTS = {
+    False: Agent(FunctionModel(forecaster, name="forecaster"), name="forecasts", tools=[get_weather]),
+    True: Agent(FunctionModel(forecaster, name="forecaster"), name="forecasts-approved", tools=[get_weather]).use(
+        approve("get_weather")
+    ),
+}
+"""Agents whose output_type is str (one asks a person before each weather call): a run asks for a Forecast."""
+
+AGENTS.extend(FORECASTS.values())
+
+
+@workflow.defn
+class Forecasting:
+    """Runs the forecasts agent with `output_type=Forecast` for this run; `approved` puts approve() on the tool."""
+
+    @workflow.run
+    async def run(self, question: str, approved: bool) -> dict[str, Any]:
+        result = await FORECASTS[approved].run(question, output_type=Forecast)
+        assert isinstance(result.output, Forecast)
+        return result.output.model_dump()

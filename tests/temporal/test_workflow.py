@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import onion_flows
+import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import Replayer, Worker
 
-from onion.temporal import OnionPlugin
+from onion.temporal import OnionPlugin, decide, pending
 from onion.testing import FakeProviderServer
 
 
@@ -71,3 +74,27 @@ async def test_a_completed_workflow_replays_without_non_determinism(client: Clie
     replayer = Replayer(workflows=[onion_flows.AskWeather], plugins=[OnionPlugin(*onion_flows.AGENTS)])
     replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert replayed.replay_failure is None
+
+
+@pytest.mark.parametrize("approved", [False, True], ids=["straight", "paused"])
+async def test_a_runs_own_output_type_works_inside_a_workflow(client: Client, approved: bool) -> None:
+    """`agent.run(..., output_type=Forecast)` of an agent whose output_type is str: the model activity asks for a
+    Forecast and the run answers one, also when the run paused for a person and resumed in the workflow."""
+    queue = f"q-{uuid.uuid4().hex}"
+    async with Worker(client, task_queue=queue, workflows=[onion_flows.Forecasting]):
+        handle = await client.start_workflow(
+            onion_flows.Forecasting.run,
+            args=["weather in Bern", approved],
+            id=f"w-{uuid.uuid4().hex}",
+            task_queue=queue,
+            execution_timeout=timedelta(seconds=30),
+        )
+        if approved:
+            for _ in range(200):
+                if calls := await pending(handle):
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("the run never paused")
+            await decide(handle, approve=[calls[0].id])
+        assert await handle.result() == {"city": "Bern", "celsius": 18}
