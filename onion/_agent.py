@@ -8,7 +8,7 @@ from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from . import _chains
-from ._boundary import decided_in_place
+from ._boundary import admitted, decided_in_place
 from ._calls import Model
 from ._durable import Decisions, decide, journaled, recover, resume_run, run_in_session, session_of
 from ._durable.state import RunState
@@ -194,6 +194,7 @@ class Agent(Generic[OutputT]):
         agent's for this run. `principal` is who the run is for (`run.principal`, journaled with it; a run for a
         tenant is that tenant's: docs/security.md).
         """
+        admitted(self, session)
         loop = self._compiled()
         output_type = self.output_type if output_type is None else output_type
         if session is not None:

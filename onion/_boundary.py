@@ -42,6 +42,14 @@ def engine_keeps_history() -> bool:
     return getattr(BOUNDARY.get(), "paused", None) is not None
 
 
+def admitted(agent: Any, session: Any) -> None:
+    """Raises what the boundary in force refuses of a run of `agent` (on `session`) before it starts: a durable
+    engine that keeps the run's history (`onion.temporal`) refuses an agent's store and a session (its `admit`)."""
+    admit = getattr(BOUNDARY.get(), "admit", None)
+    if admit is not None:
+        admit(agent, session)
+
+
 async def decided_in_place(agent: Any, result: RunResult[Any]) -> RunResult[Any]:
     """The paused run `result` as the boundary in force finishes it: a durable engine (`onion.temporal`) waits
     for the decisions in place (its `paused(agent, result)`); without one, `result` itself."""

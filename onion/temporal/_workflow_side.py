@@ -22,7 +22,7 @@ from .._calls import ModelCall, ToolCall
 from .._results import ModelResponse, ToolResult
 from ._activities import model_activity_name, tool_activity_name
 from ._approvals import listen, wait_for_decisions
-from ._determinism import refuse_nondeterministic
+from ._determinism import NotDeterministic, refuse_nondeterministic
 from ._options import ActivityOptions
 from ._wire import call_data, model_error_from, response_from, result_from
 
@@ -99,6 +99,21 @@ class WorkflowBoundary:
         """The tools that have an activity, by agent name."""
         self.decisions = listen()
         """The pause's calls and the decisions `decide` sent (`pending` answers from them)."""
+
+    def admit(self, agent: Any, session: Any) -> None:
+        """Refuses, before anything runs, what a run in workflow code cannot use: a store, a session."""
+        if agent.store is not None:
+            raise NotDeterministic(
+                f"agent {agent.name} has a store ({agent.store!r}): inside a Temporal workflow, Temporal's history is "
+                "the run's journal, and a store's reads and writes cannot run in workflow code. Run an agent without "
+                "store= in the workflow"
+            )
+        if session is not None:
+            raise NotDeterministic(
+                f"agent {agent.name}: session {getattr(session, 'session_id', session)!r} cannot be used inside a "
+                "Temporal workflow (a session is kept in a store, read and written outside the workflow's history). "
+                "Keep the conversation in the workflow: pass the earlier messages as the run's input"
+            )
 
     async def paused(self, agent: Any, result: Any) -> Any:
         """A run paused in the workflow waits here for its decisions (`onion.temporal.decide`), then goes on."""

@@ -16,6 +16,7 @@ from temporalio.common import RetryPolicy
 from middleware import approve
 from onion import Agent, ModelCall, tool
 from onion.providers.anthropic import AnthropicModel
+from onion.stores import MemoryStore
 from onion.temporal import ActivityOptions
 from onion.testing import FunctionModel, RecordedRequest, call
 
@@ -214,3 +215,19 @@ class Forecasting:
         result = await FORECASTS[approved].run(question, output_type=Forecast)
         assert isinstance(result.output, Forecast)
         return result.output.model_dump()
+
+
+kept = Agent(FunctionModel(clerk, name="clerk"), name="kept", tools=[get_weather], store=MemoryStore())
+"""The weather agent with a store (as one served over HTTP has): inside a workflow, Temporal keeps its runs."""
+
+AGENTS.append(kept)
+
+
+@workflow.defn
+class Kept:
+    """Runs the agent with a store, on a session or not."""
+
+    @workflow.run
+    async def run(self, question: str, session: str | None) -> str:
+        agent = kept if session is None else weather
+        return (await agent.run(question, session=session)).output

@@ -12,7 +12,7 @@ from typing import Any
 import onion_flows
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.worker import Replayer, Worker
 
 from onion.temporal import OnionPlugin, decide, pending
@@ -98,3 +98,26 @@ async def test_a_runs_own_output_type_works_inside_a_workflow(client: Client, ap
                 raise AssertionError("the run never paused")
             await decide(handle, approve=[calls[0].id])
         assert await handle.result() == {"city": "Bern", "celsius": 18}
+
+
+@pytest.mark.parametrize("session", [None, "s-1"], ids=["store", "session"])
+async def test_an_agent_with_a_store_or_a_session_is_refused_at_once_naming_it(
+    client: Client, session: str | None
+) -> None:
+    """Inside a workflow Temporal's history is the run's journal: an agent's store, or a run on a session, is
+    refused when the run starts (it hung before), naming what to change; nothing is asked of the model."""
+    queue = f"q-{uuid.uuid4().hex}"
+    async with Worker(client, task_queue=queue, workflows=[onion_flows.Kept]):
+        handle = await client.start_workflow(
+            onion_flows.Kept.run,
+            args=["weather in Riga", session],
+            id=f"w-{uuid.uuid4().hex}",
+            task_queue=queue,
+            execution_timeout=timedelta(seconds=20),
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+    cause = failed.value.cause
+    assert getattr(cause, "type", None) == "NotDeterministic", cause
+    assert ("MemoryStore" if session is None else "session 's-1'") in str(cause)
+    assert _activities(await handle.fetch_history()) == []
