@@ -87,7 +87,10 @@ UNREPLAYABLE = {
 }
 """Agents with a layer of the user's that reads the clock or draws random numbers itself, by the layer's name."""
 
-AGENTS = [*GATED.values(), patient, *UNREPLAYABLE.values()]
+logged = _weather("logged", log(logger="onion.tests.logged"))
+"""The weather agent under `log`, on a logger of its own."""
+
+AGENTS = [*GATED.values(), patient, *UNREPLAYABLE.values(), logged]
 
 
 @workflow.defn
@@ -106,6 +109,15 @@ class Unreplayable:
     @workflow.run
     async def run(self, layer: str, question: str) -> str:
         return (await UNREPLAYABLE[layer].run(question)).output
+
+
+@workflow.defn
+class Logged:
+    """Runs the logged agent on one question."""
+
+    @workflow.run
+    async def run(self, question: str) -> str:
+        return (await logged.run(question)).output
 
 
 @workflow.defn

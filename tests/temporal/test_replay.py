@@ -8,6 +8,7 @@ the history from its start on a worker that has not seen it, as a new worker doe
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 
 import clock_flows
@@ -21,7 +22,9 @@ from onion.temporal import OnionPlugin, decide, pending
 
 
 def _replayer() -> Replayer:
-    return Replayer(workflows=[clock_flows.Gated, clock_flows.Patient], plugins=[OnionPlugin(*AGENTS)])
+    return Replayer(
+        workflows=[clock_flows.Gated, clock_flows.Patient, clock_flows.Logged], plugins=[OnionPlugin(*AGENTS)]
+    )
 
 
 @pytest.mark.parametrize("kind", ["model", "run"])
@@ -61,3 +64,40 @@ async def test_retry_gives_up_on_the_workflows_clock_and_its_history_replays(cli
     timers = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED]
     assert len(timers) >= 2  # it waited (a durable timer) before each attempt it made again
     assert (await _replayer().replay_workflow(history, raise_on_replay_failure=False)).replay_failure is None
+
+
+class Kept(logging.Handler):
+    """Keeps the records it handles."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+async def test_log_logs_each_call_once_however_often_the_workflow_replays(client: Client) -> None:
+    """Every activation replays the run from its start (and the worker evicts the workflow after each, cancelling
+    its tasks): each call is logged once, when it happened, and nothing as cancelled."""
+    kept = Kept()
+    logger = logging.getLogger("onion.tests.logged")
+    logger.addHandler(kept)
+    logger.setLevel(logging.INFO)
+    queue = f"q-{uuid.uuid4().hex}"
+    try:
+        async with Worker(client, task_queue=queue, workflows=[clock_flows.Logged], max_cached_workflows=0):
+            answer = await client.execute_workflow(
+                clock_flows.Logged.run, "weather in Baku", id=f"w-{uuid.uuid4().hex}", task_queue=queue
+            )
+    finally:
+        logger.removeHandler(kept)
+    assert answer == "Answer: 18°C and sunny in Baku"
+    logged = [(r.kind, r.what, r.outcome) for r in kept.records]  # type: ignore[attr-defined]
+    assert logged == [
+        ("model", "logged", "ok"),
+        ("tool", "get_weather", "ok"),
+        ("tools", "get_weather", "ok"),
+        ("model", "logged", "ok"),
+        ("run", "logged", "ok"),
+    ]
