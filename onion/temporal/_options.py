@@ -33,3 +33,23 @@ class ActivityOptions:
     """Retries of a lost model call or idempotent tool call (never of a non-idempotent tool)."""
     models: tuple[Any, ...] = ()
     """Models besides each agent's own that its calls may use (a `fallback` layer's), matched by `name`."""
+
+    def __post_init__(self) -> None:
+        """`ValueError` naming the option when the heartbeats cannot keep a live call from being given up."""
+        every, beat, whole = self.heartbeat_every, self.heartbeat_timeout, self.start_to_close_timeout
+        for name, value in (("heartbeat_timeout", beat), ("start_to_close_timeout", whole)):
+            if value <= timedelta(0):
+                raise ValueError(f"ActivityOptions: {name} must be longer than zero, got {value}")
+        if not every > 0:
+            raise ValueError(f"ActivityOptions: heartbeat_every must be a positive number of seconds, got {every!r}")
+        if every > beat.total_seconds() / 2:
+            raise ValueError(
+                f"ActivityOptions: heartbeat_every={every:g} s is more than half of heartbeat_timeout={beat}: a call "
+                "still running would be given up as lost between two heartbeats (Temporal also holds heartbeats "
+                "back for up to 80% of the timeout); beat at most every heartbeat_timeout / 2"
+            )
+        if beat > whole:
+            raise ValueError(
+                f"ActivityOptions: heartbeat_timeout={beat} is longer than start_to_close_timeout={whole}: a worker "
+                "that died would be noticed only when the call times out; make heartbeat_timeout the shorter"
+            )
