@@ -7,6 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from . import clock
+
 Decision = Literal["approved", "edited", "rejected", "resolved"]
 
 
@@ -114,5 +116,6 @@ def by_json(principal: Principal | None) -> dict[str, Any] | None:
 
 
 def now_utc() -> str:
-    """The time now, UTC, ISO 8601 (a decision's `at`)."""
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """The time now (`onion.clock`'s), UTC, ISO 8601 (a decision's `at`)."""
+    moment = datetime.datetime.fromtimestamp(clock.time(), datetime.UTC)  # a workflow's time inside Temporal
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -7,10 +7,10 @@ batch is kept aside here (`pause`).
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from . import clock
 from ._boundary import BOUNDARY
 from ._calls import ToolBatch, ToolCall
 from ._copies import MUTABLE, own_copy
@@ -291,7 +291,7 @@ def pause(
             m if m.tool_call_id not in waiting else Message.tool(m.tool_call_id or "", text, True) for m in answers
         )
         raise
-    run._paused = PausedBatch([m for m in answers if m.tool_call_id not in waiting], pending, uuid.uuid4().hex)
+    run._paused = PausedBatch([m for m in answers if m.tool_call_id not in waiting], pending, clock.uuid4().hex)
 
 
 def in_call_order(response: ModelResponse, answers: list[Message], settled: dict[str | None, Message]) -> list[Message]:

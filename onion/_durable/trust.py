@@ -12,6 +12,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from .. import clock
 from .._messages import Message, ToolRequest
 from .._principal import DecisionRecord, Principal, now_utc
 from ..errors import BatchDecided, RunStateError, ToolArgumentsError
@@ -67,7 +68,7 @@ def _key(key: object, where: str) -> bytes:
 
 def sign(state: RunState, keys: tuple[bytes, ...]) -> None:
     """Sign `state` with the first of `keys`: the time now (`signed_at`) and everything but its decisions."""
-    state.signed_at = _time_text(time.time())
+    state.signed_at = _time_text(clock.time())
     state.signature = signature(state, keys[0])
 
 
