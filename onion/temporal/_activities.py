@@ -16,7 +16,10 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from .._agent import Agent
+from .._calls import ToolCall
+from .._messages import ToolRequest
 from .._output import output_schema
+from .._principal import Principal
 from .._results import ToolResult
 from .._run import Run
 from .._tools import Tool, render, valid_text
@@ -65,14 +68,14 @@ def _model_activity(agent: Agent[Any], options: ActivityOptions) -> Callable[...
 
 
 def _tool_activity(agent: Agent[Any], tool: Tool, options: ActivityOptions) -> Callable[..., Any]:
-    async def run_tool(args: dict[str, Any]) -> dict[str, Any]:
+    async def run_tool(args: dict[str, Any], call: dict[str, Any] | None = None) -> dict[str, Any]:
         try:
             valid = tool.validate(args)
         except ToolArgumentsError as error:
             return result_data(ToolResult(f"{error}. Fix the arguments and call {tool.name} again.", is_error=True))
         try:
             async with _heartbeats(options.heartbeat_every):
-                value = await tool.invoke(valid, None, agent.tool_threads)
+                value = await tool.invoke(valid, _tool_call(agent, tool, args, call), agent.tool_threads)
         except Exception as error:
             text = valid_text(f"Tool {tool.name} failed: {type(error).__name__}: {error}")
             return result_data(ToolResult(text, is_error=True))
@@ -81,6 +84,29 @@ def _tool_activity(agent: Agent[Any], tool: Tool, options: ActivityOptions) -> C
         return result_data(ToolResult(render(value)))
 
     return activity.defn(name=tool_activity_name(agent.name, tool.name))(run_tool)
+
+
+def tool_call_data(call: ToolCall) -> dict[str, Any]:
+    """What the tool activity needs to give its tool the `ToolCall` of the workflow's run: the call's id, the run's
+    id, its step and principal (so `call.idempotency_key` and `call.run.principal` are the workflow's)."""
+    principal = call.run.principal
+    return {
+        "id": call.id,
+        "run_id": call.run.id,
+        "step": call.run.steps,
+        "principal": None if principal is None else principal.to_dict(),
+    }
+
+
+def _tool_call(agent: Agent[Any], tool: Tool, args: dict[str, Any], data: dict[str, Any] | None) -> ToolCall | None:
+    """The `ToolCall` `tool_call_data` describes, on a run standing in for the workflow's; None from a workflow
+    that scheduled the activity before onion sent it."""
+    if data is None:
+        return None
+    principal = None if data["principal"] is None else Principal.from_dict(data["principal"])
+    run = Run(agent, "", [], principal=principal)
+    run.id, run.steps = data["run_id"], data["step"]
+    return ToolCall(run, ToolRequest(data["id"], tool.name, args), tool)
 
 
 def _output_type(agent: Agent[Any], output: dict[str, Any] | None) -> Any:

@@ -20,7 +20,7 @@ from temporalio.workflow import ActivityCancellationType
 
 from .._calls import ModelCall, ToolCall
 from .._results import ModelResponse, ToolResult
-from ._activities import model_activity_name, tool_activity_name
+from ._activities import model_activity_name, tool_activity_name, tool_call_data
 from ._approvals import listen, wait_for_decisions
 from ._determinism import NotDeterministic, refuse_nondeterministic
 from ._options import ActivityOptions
@@ -134,7 +134,7 @@ class WorkflowBoundary:
         try:
             data = await workflow.execute_activity(
                 tool_activity_name(agent, tool.name),
-                call.args,
+                args=[call.args, tool_call_data(call)],
                 start_to_close_timeout=options.start_to_close_timeout,
                 heartbeat_timeout=options.heartbeat_timeout,
                 retry_policy=options.retry if tool.idempotent else _ONCE,

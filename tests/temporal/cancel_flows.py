@@ -1,13 +1,17 @@
-"""An agent whose tool runs long enough to cancel its workflow meanwhile (tests/temporal/test_cancel.py)."""
+"""Agents whose tools run long: long enough to cancel the workflow meanwhile (tests/temporal/test_cancel.py), or
+to outlast the activity's timeout and be tried again (tests/temporal/test_idempotency.py)."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 
-from onion import Agent, ModelCall, tool
+from onion import Agent, ModelCall, ToolCall, ToolNext, ToolResult, tool
+from onion.temporal import ActivityOptions
 from onion.testing import FunctionModel, call
 
 SEEN: list[str] = []
@@ -46,3 +50,51 @@ class Courier:
     @workflow.run
     async def run(self, question: str) -> str:
         return (await courier.run(question)).output
+
+
+KEYS: list[str] = []
+"""The idempotency key each attempt of `book` saw, in order."""
+
+
+@tool(idempotent=True)
+async def book(room: int, call: ToolCall) -> str:
+    """Books a room with the payment API's idempotency key; its first attempt outlasts the activity's timeout."""
+    KEYS.append(call.idempotency_key)
+    if len(KEYS) == 1:
+        await asyncio.sleep(10)
+    return f"room {room} booked"
+
+
+async def keyed(call: ToolCall, call_next: ToolNext) -> ToolResult:
+    """Notes, in workflow code, the key of each tool call (in `run.state`)."""
+    call.run.state.setdefault("keys", []).append(call.idempotency_key)
+    return await call_next(call)
+
+
+def booker(model_call: ModelCall) -> Any:
+    """Asks to book room 4, then answers with what the tool said."""
+    results = [m.text for m in model_call.messages if m.role == "tool"]
+    return [call("book", room=4)] if not results else results[-1]
+
+
+hotel = Agent(FunctionModel(booker, name="booker"), name="hotel", tools=[book]).use(keyed)
+
+AGENTS.append(hotel)
+
+HOTEL_OPTIONS = ActivityOptions(
+    start_to_close_timeout=timedelta(seconds=2),
+    heartbeat_timeout=timedelta(seconds=1),
+    heartbeat_every=0.2,
+    retry=RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_attempts=3),
+)
+"""A call still running after 2 s is given up and, being idempotent, tried again."""
+
+
+@workflow.defn
+class Hotel:
+    """Runs the hotel agent: its answer and the keys the workflow's tool calls had."""
+
+    @workflow.run
+    async def run(self, question: str) -> dict[str, Any]:
+        result = await hotel.run(question)
+        return {"output": result.output, "keys": result.state["keys"]}
