@@ -66,16 +66,16 @@ def serve(
     your own check; `token` alone is one principal. A principal sees and decides only runs of its tenant;
     `approvers`: roles one of which a principal needs to decide. `notify`: a webhook URL posted a message when
     a run pauses (Slack/Teams incoming webhooks show it; `notify_page`: the page's public URL, for the link).
-    `allowed_hosts`: the `Host` names answered
-    (default: loopback names without credentials, else any). `heartbeat`: seconds between SSE comments while
-    a run sends nothing. `max_body`: the largest request body, in bytes. `keep_events`: seconds a streamed
-    run's events stay for clients that reconnect (`GET /runs/{run_id}/events`). `agent` is not changed: the
-    server runs it with one more run layer, beside it, that names each streamed run's channel.
+    `allowed_hosts`: the `Host` names answered (default: loopback names without credentials, else any).
+    `heartbeat`: seconds between SSE comments while a run sends nothing. `max_body`: the largest request body,
+    in bytes. `keep_events`: seconds a streamed run's events stay for clients that reconnect
+    (`GET /runs/{run_id}/events`). `agent` is not changed: the server runs it with its own run layers beside
+    it (one names each streamed run's channel; `notify`'s tells the webhook).
     """
     if token is not None and (not isinstance(token, str) or not token):
         raise ValueError("serve(token=...): the token must be a non-empty string (or None for no auth)")
     doors = Doors(token, tokens, auth, agent.name)
-    deciders = None if approvers is None else frozenset(approvers)
+    deciders = None if approvers is None else frozenset([approvers] if isinstance(approvers, str) else approvers)
     channels = Channels(keep_events)
     beside = [name_the_channel] if notify is None else [name_the_channel, Notify(notify, notify_page)]
     agent = agent._restacked(*beside, agent.stack)
