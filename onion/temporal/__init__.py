@@ -6,11 +6,11 @@ Install with `pip install 'onion[temporal]'`. See docs/temporal.md.
 from __future__ import annotations
 
 from .._exports import export
-from ._approvals import decide, pending, run
+from ._approvals import WaitingCall, decide, pending, run
 from ._determinism import NotDeterministic
 from ._options import ActivityOptions
 from ._plugin import OnionPlugin
 
-__all__ = ["ActivityOptions", "NotDeterministic", "OnionPlugin", "decide", "pending", "run"]
+__all__ = ["ActivityOptions", "NotDeterministic", "OnionPlugin", "WaitingCall", "decide", "pending", "run"]
 
 export(globals())

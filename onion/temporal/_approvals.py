@@ -10,6 +10,8 @@ refused naming the call id, and nothing runs twice.
 from __future__ import annotations
 
 import datetime
+import functools
+from dataclasses import dataclass
 from typing import Any
 
 from temporalio import workflow
@@ -27,15 +29,24 @@ PENDING = "onion.pending"
 DECIDE = "onion.decide"
 
 
+@dataclass(slots=True)
+class WaitingCall(PendingCall):
+    """A call a workflow's run waits on (`onion.temporal.pending`): a `PendingCall`, with the id of its run (a
+    workflow may run several at once)."""
+
+    run_id: str = ""
+
+
 class Waiting:
-    """The paused run a workflow waits on, decided one `decide` update at a time through onion's one decide path
-    (`onion._durable.decisions`): an update that does not fit is refused by its validator with the same
-    `DecisionRefused` text `agent.decide` raises, and changes nothing."""
+    """The paused runs a workflow waits on, by run id, decided one `decide` update at a time through onion's one
+    decide path (`onion._durable.decisions`): an update that does not fit is refused by its validator with the
+    same `DecisionRefused` text `agent.decide` raises, and changes nothing."""
 
     def __init__(self) -> None:
-        self.state: RunState | None = None
-        self.tools: dict[str, Tool] = {}
-        """The agent's tools by name: an edit is checked against its tool's schema when the update arrives."""
+        self.states: dict[str, RunState] = {}
+        """Each paused run's state, by run id, until every one of its calls is decided."""
+        self.tools: dict[str, dict[str, Tool]] = {}
+        """Each paused run's agent's tools by name: an edit is checked against its tool's schema."""
         self.started = False
         """True once the workflow's code runs. An update can come before (a worker replaying a workflow that
         paused before any activity gets the update in the workflow's first activation): it is checked once the
@@ -44,33 +55,61 @@ class Waiting:
         """True once the workflow's code returned or raised: nothing will pause any more."""
 
     def pending(self) -> list[dict[str, Any]]:
-        state = self.state
-        return [] if state is None else [call.to_dict() for call in state.pending if call.decision is None]
+        return [
+            {**call.to_dict(), "run_id": run_id}
+            for run_id, state in self.states.items()
+            for call in state.pending
+            if call.decision is None
+        ]
 
     def check(self, decision: dict[str, Any]) -> None:
-        state = self.state
-        if state is None and not self.started:
+        if not self.states and not self.started:
             return  # taken by `take` once the replay got back to the pause, and checked there
-        given = Decisions.from_json(_decisions_of(decision), "" if state is None else state.run_id)
-        if state is None:
-            named = ", ".join(given.ids())
+        state = self._state_for(decision)
+        check(
+            state,
+            Decisions.from_json(_decisions_of(decision), state.run_id),
+            tools=self.tools[state.run_id],
+            partial=True,
+        )
+
+    def _state_for(self, decision: dict[str, Any]) -> RunState:
+        """The paused run `decision` decides: the one its `run_id` names, else the one run whose pending calls
+        it names; `DecisionRefused` naming the calls when none waits, or when several runs have such calls."""
+        given = Decisions.from_json(_decisions_of(decision), "")
+        named = set(given.ids())
+        run_id = decision.get("run_id")
+        if run_id is not None:
+            chosen = [self.states[run_id]] if run_id in self.states else []
+        else:
+            chosen = [s for s in self.states.values() if named & {call.id for call in s.pending}] or list(
+                self.states.values()
+            )[:1]
+        if not chosen:
+            which = f"run {run_id!r} of the workflow waits" if run_id is not None else "the workflow's runs wait"
             raise DecisionRefused(
-                f"no pending call {named}: the workflow's run waits for no decision (it is not paused, or was decided "
-                "already)",
+                f"no pending call {', '.join(sorted(named))}: {which} for no decision (not paused, or decided already)",
+                run_id=run_id or "",
+                why="not_pending",
+            )
+        if len(chosen) > 1:
+            runs = ", ".join(state.run_id for state in chosen)
+            raise DecisionRefused(
+                f"calls {', '.join(sorted(named))} are pending in several runs of the workflow ({runs}): decide "
+                "one run's at a time, with decide(..., run_id=...)",
                 run_id="",
                 why="not_pending",
             )
-        check(state, given, tools=self.tools, partial=True)
+        return chosen[0]
 
     async def take(self, decision: dict[str, Any]) -> None:
-        if self.state is None:  # came before the workflow's code ran (`started`): checked once it paused
-            await workflow.wait_condition(lambda: self.state is not None or self.ended)
+        if not self.states:  # came before the workflow's code ran (`started`): checked once it paused
+            await workflow.wait_condition(lambda: bool(self.states) or self.ended)
             self.check(decision)
-        state = self.state
-        assert state is not None  # the validator (or the check above) refused an update while nothing waits
+        state = self._state_for(decision)
         given = Decisions.from_json(_decisions_of(decision), state.run_id)
         before = {call.id for call in state.pending if call.decision is not None}
-        apply(state, given, tools=self.tools, partial=True)
+        apply(state, given, tools=self.tools[state.run_id], partial=True)
         by = None if decision.get("by") is None else Principal.from_dict(decision["by"])
         at = workflow.now().astimezone(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         for call in state.pending:
@@ -79,14 +118,14 @@ class Waiting:
                 reason = call.rejection if call.decision == "rejected" else None
                 state.decisions.append(DecisionRecord(call.id, call.decision, by, at, args, reason))
 
-    def done(self) -> bool:
-        state = self.state
+    def done(self, run_id: str) -> bool:
+        state = self.states.get(run_id)
         return state is not None and all(call.decision is not None for call in state.pending)
 
 
 def _decisions_of(update: dict[str, Any]) -> dict[str, Any]:
-    """The decisions of a `decide` update: all of it but who decided (`by`)."""
-    return {key: value for key, value in update.items() if key != "by"}
+    """The decisions of a `decide` update: all of it but who decided (`by`) and which run (`run_id`)."""
+    return {key: value for key, value in update.items() if key not in ("by", "run_id")}
 
 
 async def run(agent: Agent[OutputT], input: Any, **options: Any) -> RunResult[OutputT]:
@@ -109,20 +148,26 @@ async def wait_for_decisions(agent: Agent[Any], result: RunResult[Any], waiting:
     each pause, until the run ends: what `agent.run` returns inside a workflow."""
     output_type = result._run.output_type if result._run is not None else None  # the run's own, if it has one
     while result.paused:
-        waiting.tools = {tool.name: tool for tool in agent.tools}
-        waiting.state = result.to_state()
+        run_id = result.run_id
+        waiting.tools[run_id] = {tool.name: tool for tool in agent.tools}
+        waiting.states[run_id] = result.to_state()
         try:
-            await workflow.wait_condition(waiting.done)
+            await workflow.wait_condition(functools.partial(waiting.done, run_id))
         finally:  # decided, or the workflow cancelled: it waits for nothing now
-            state, waiting.state = waiting.state, None
+            state = waiting.states.pop(run_id)
+            del waiting.tools[run_id]
         result = await agent.resume(state, output_type=output_type)
     return result
 
 
-async def pending(handle: WorkflowHandle[Any, Any]) -> list[PendingCall]:
-    """The calls the workflow's run waits on (a query); `[]` before any pause and after the run ended."""
+async def pending(handle: WorkflowHandle[Any, Any]) -> list[WaitingCall]:
+    """The calls the workflow's runs wait on (a query), each with its `run_id`; `[]` before any pause and after
+    the runs ended."""
     calls = await handle.query(PENDING)
-    return [PendingCall(c["id"], c["name"], c["args"], c["reason"], kind=c.get("kind", "tool")) for c in calls]
+    return [
+        WaitingCall(c["id"], c["name"], c["args"], c["reason"], kind=c.get("kind", "tool"), run_id=c.get("run_id", ""))
+        for c in calls
+    ]
 
 
 async def decide(
@@ -132,12 +177,16 @@ async def decide(
     reject: dict[str, str] | None = None,
     edit: dict[str, dict[str, Any]] | None = None,
     principal: Principal | None = None,
+    run_id: str | None = None,
 ) -> None:
     """Decide pending calls (an update), on record as `principal`'s. Raises
     `temporalio.client.WorkflowUpdateFailedError` with the `DecisionRefused` text `agent.decide` gives (a call
     not pending or decided already, named twice, an edit of a paused model call); the run goes on once every
-    pending call is decided."""
+    pending call is decided. `run_id` names the run, for a workflow whose runs have calls of the same id.
+    """
     decision: dict[str, Any] = Decisions(tuple(approve), dict(reject or {}), dict(edit or {})).to_json()
     if principal is not None:
         decision["by"] = principal.to_dict()
+    if run_id is not None:
+        decision["run_id"] = run_id
     await handle.execute_update(DECIDE, decision)

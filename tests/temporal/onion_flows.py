@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -231,3 +232,13 @@ class Kept:
     async def run(self, question: str, session: str | None) -> str:
         agent = kept if session is None else weather
         return (await agent.run(question, session=session)).output
+
+
+@workflow.defn
+class PayBoth:
+    """Two runs of the cash agent side by side in one workflow: both pause for a person."""
+
+    @workflow.run
+    async def run(self, question: str) -> list[str]:
+        first, second = await asyncio.gather(cash.run(question), cash.run(f"{question}, once more"))
+        return [first.output, second.output]

@@ -162,3 +162,31 @@ async def test_an_edit_that_does_not_fit_the_tools_schema_is_refused_by_the_vali
     await decide(paused, edit={call.id: {"order": 7, "amount": 25}})
     assert await paused.result() == "Answer: paid 25 for order 7"
     assert onion_flows.PAID == [{"order": 7, "amount": 25}]
+
+
+async def test_two_runs_in_one_workflow_that_both_pause_are_each_listed_with_their_run_and_decided(
+    client: Client,
+) -> None:
+    """`asyncio.gather` of two runs of one agent: `pending` lists both calls, each with its run's id; approving one
+    and rejecting the other lets both runs go on; the payment ran once."""
+    onion_flows.PAID.clear()
+    queue = f"q-{uuid.uuid4().hex}"
+    async with Worker(client, task_queue=queue, workflows=[onion_flows.PayBoth]):
+        handle = await client.start_workflow(
+            onion_flows.PayBoth.run, "pay order 7", id=f"w-{uuid.uuid4().hex}", task_queue=queue
+        )
+        for _ in range(200):
+            if len(calls := await pending(handle)) == 2:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError(f"pending never listed both calls: {await pending(handle)}")
+        first, second = calls
+        assert first.run_id and second.run_id and first.run_id != second.run_id
+        await decide(handle, approve=[first.id])
+        assert [call.id for call in await pending(handle)] == [second.id]
+        await decide(handle, reject={second.id: "once is enough"})
+        answers = await handle.result()
+        assert await pending(handle) == []
+    assert "Answer: paid 30 for order 7" in answers and any("once is enough" in answer for answer in answers)
+    assert onion_flows.PAID == [{"order": 7, "amount": 30}]
