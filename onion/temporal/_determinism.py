@@ -27,7 +27,7 @@ import time
 import types
 import uuid
 import weakref
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 from temporalio.worker.workflow_sandbox._restrictions import RestrictionContext
@@ -94,9 +94,10 @@ _CHECKED: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 """Agents whose layers passed, with the stack version they passed at: each is read once."""
 
 
-def refuse_nondeterministic(agent: Any) -> None:
-    """Raises `NotDeterministic` naming the first layer of `agent` that cannot replay: it says it is
-    `nondeterministic` (and why), or its code reads the process's clock or draws random numbers or ids."""
+def refuse_nondeterministic(agent: Any, registered: Collection[str] = ()) -> None:
+    """Raises `NotDeterministic` naming the first layer of `agent` that cannot run in workflow code: it says it is
+    `nondeterministic` (and why), its code reads the process's clock or draws random numbers or ids, or it asks
+    an agent of its own that has no activities (not among the `registered` agents' names)."""
     version = agent.stack.version
     if _CHECKED.get(agent) == version:
         return
@@ -107,7 +108,31 @@ def refuse_nondeterministic(agent: Any) -> None:
         read = first_forbidden(layer.source)
         if read is not None:
             raise _refused(agent, layer.name, f"it reads {read} (use onion.clock, the workflow's inside one)")
+        for inner in _agents_in(layer.source):
+            if inner.name not in registered:
+                raise _refused(agent, layer.name, unregistered(inner.name))
     _CHECKED[agent] = version
+
+
+def unregistered(name: str) -> str:
+    """Why a run of agent `name` cannot run in a workflow: its model calls have no activity on this worker."""
+    return (
+        f"it asks agent {name!r}, which has no activities on this worker (a layer's own agent: compact(summarize=), "
+        "select_tools(by=)); give the layer an Agent of your own with a unique name (compact(summarize=Agent(model, "
+        "name='summarizer'))) and pass that agent to OnionPlugin too"
+    )
+
+
+def _agents_in(source: Any) -> Iterator[Any]:
+    """The agents a layer object holds (its attributes and slots, private ones too): the ones it asks itself."""
+    from .._agent import Agent
+
+    values = list(getattr(source, "__dict__", {}).values())
+    for kind in type(source).__mro__:
+        for slot in kind.__dict__.get("__slots__", ()):
+            if isinstance(slot, str) and hasattr(source, slot):
+                values.append(getattr(source, slot))
+    yield from (value for value in values if isinstance(value, Agent))
 
 
 def _refused(agent: Any, layer: str, why: str) -> NotDeterministic:

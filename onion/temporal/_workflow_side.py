@@ -22,7 +22,7 @@ from .._calls import ModelCall, ToolCall
 from .._results import ModelResponse, ToolResult
 from ._activities import model_activity_name, tool_activity_name, tool_call_data
 from ._approvals import listen, wait_for_decisions
-from ._determinism import NotDeterministic, refuse_nondeterministic
+from ._determinism import NotDeterministic, refuse_nondeterministic, unregistered
 from ._options import ActivityOptions
 from ._wire import call_data, model_error_from, response_from, result_from
 
@@ -101,7 +101,11 @@ class WorkflowBoundary:
         """The pause's calls and the decisions `decide` sent (`pending` answers from them)."""
 
     def admit(self, agent: Any, session: Any) -> None:
-        """Refuses, before anything runs, what a run in workflow code cannot use: a store, a session."""
+        """Refuses, before anything runs, what a run in workflow code cannot use: an agent with no activities on
+        this worker, a layer that cannot replay (`refuse_nondeterministic`), a store, a session."""
+        if agent.name not in self.tools:
+            raise NotDeterministic(f"a run of agent {agent.name!r} in workflow code: {unregistered(agent.name)}")
+        refuse_nondeterministic(agent, self.tools)
         if agent.store is not None:
             raise NotDeterministic(
                 f"agent {agent.name} has a store ({agent.store!r}): inside a Temporal workflow, Temporal's history is "
@@ -120,7 +124,6 @@ class WorkflowBoundary:
         return await wait_for_decisions(agent, result, self.decisions)
 
     def model(self, call: ModelCall) -> ActivityModel:
-        refuse_nondeterministic(call.run.agent)
         return ActivityModel(call.model, self.options)
 
     async def tool(self, call: ToolCall, invoke: Callable[[], Awaitable[Any]]) -> ToolResult:

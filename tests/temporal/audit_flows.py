@@ -8,8 +8,22 @@ from typing import Any
 from onion_flows import get_weather
 from temporalio import workflow
 
-from middleware import budget, cache, concurrency, guard, limit, log, pseudonymize, rate_limit, redact, retry, timeout
-from onion import Agent, Layer, ModelCall
+from middleware import (
+    budget,
+    cache,
+    compact,
+    concurrency,
+    guard,
+    limit,
+    log,
+    pseudonymize,
+    rate_limit,
+    redact,
+    retry,
+    select_tools,
+    timeout,
+)
+from onion import Agent, Layer, ModelCall, Tool
 from onion.errors import ServerError
 from onion.testing import FunctionModel, call
 
@@ -69,3 +83,56 @@ class Audited:
     @workflow.run
     async def run(self, family: str, question: str) -> str:
         return (await _BY_NAME[family].run(question)).output
+
+
+def summary(model_call: ModelCall) -> Any:
+    """Summarizes whatever it is given in two words."""
+    return "earlier weather"
+
+
+summarizer = Agent(FunctionModel(summary, name="summary"), name="summarizer")
+"""An agent of the user's own that compact(summarize=) asks: on the plugin, its calls are activities too."""
+
+
+def chatty(model_call: ModelCall) -> Any:
+    """Asks the weather of Oslo, then Lima, then Pune (by the last result: compact may have cleared or summarized
+    the earlier ones), then answers with the last result."""
+    last = model_call.messages[-1]
+    if last.role != "tool":
+        return [call("get_weather", city="Oslo")]
+    following = {"Oslo": "Lima", "Lima": "Pune"}.get(last.text.split()[-1])
+    return [call("get_weather", city=following)] if following else f"Answer: {last.text}"
+
+
+weather_desk = Agent(
+    FunctionModel(lambda call: f"Answer: {call.messages[-1].text}", name="desk"),
+    name="desk",
+    tools=[get_weather, Tool(lambda: "nothing", name="nothing", description="Does nothing.")],
+)
+"""A sub-agent, asked as a tool."""
+
+INNER = {
+    "compact_model": _agent("compact_model", compact(60, keep_last=1, summarize=FunctionModel(summary)), chatty),
+    "select_tools_model": Agent(
+        FunctionModel(chatty, name="audit-select_tools_model"),
+        name="audit-select_tools_model",
+        tools=[get_weather, Tool(lambda: "nothing", name="nothing", description="Does nothing.")],
+    ).use(select_tools(1, by=FunctionModel(summary))),
+    "compact_agent": _agent("compact_agent", compact(60, keep_last=1, summarize=summarizer), chatty),
+    "sub_agent": Agent(
+        FunctionModel(
+            lambda c: (
+                [call("desk", task="weather in Oslo")]
+                if not any(m.role == "tool" for m in c.messages)
+                else f"Answer: {[m.text for m in c.messages if m.role == 'tool'][-1]}"
+            ),
+            name="boss",
+        ),
+        name="audit-sub_agent",
+        tools=[weather_desk.as_tool()],
+    ),
+}
+"""Layers that ask a model themselves (their own agent), and an agent asked as a tool."""
+
+AGENTS.extend([*INNER.values(), summarizer])
+_BY_NAME.update(INNER)

@@ -11,6 +11,7 @@ from typing import Any
 import audit_flows
 import clock_flows
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.worker import Worker
 
@@ -97,3 +98,45 @@ async def test_a_layer_of_the_users_that_reads_the_clock_or_draws_at_random_is_r
     assert getattr(cause, "type", None) == "NotDeterministic", cause
     assert f"layer {layer} cannot run inside a Temporal workflow" in str(cause)
     assert ("random.random" if layer == "dice" else "time.time") in str(cause)
+
+
+@pytest.mark.parametrize("family", ["compact_model", "select_tools_model"])
+async def test_a_layer_asking_a_model_of_its_own_making_is_refused_at_the_start_naming_itself(
+    audited: Any, family: str
+) -> None:
+    """compact(summarize=model) and select_tools(by=model) make an agent of their own, which has no activities:
+    the workflow fails with NotDeterministic naming the layer and saying what to do, before any activity."""
+    with pytest.raises(WorkflowFailureError) as failed:
+        await audited(family)
+    cause = failed.value.cause
+    assert getattr(cause, "type", None) == "NotDeterministic", cause
+    layer = family.removesuffix("_model")
+    assert f"layer {layer}" in str(cause) and "OnionPlugin" in str(cause)
+
+
+async def test_a_layers_own_agent_on_the_plugin_asks_its_model_in_an_activity(client: Client) -> None:
+    """compact(summarize=an Agent of the user's, on the plugin): it summarizes inside the workflow, its model call
+    an activity of its own (`summarizer.model`), and the run answers as outside."""
+    queue = f"q-{uuid.uuid4().hex}"
+    async with Worker(client, task_queue=queue, workflows=[audit_flows.Audited]):
+        handle = await client.start_workflow(
+            audit_flows.Audited.run, args=["compact_agent", "weather?"], id=f"w-{uuid.uuid4().hex}", task_queue=queue
+        )
+        answer = await handle.result()
+    assert (
+        answer == (await audit_flows.INNER["compact_agent"].run("weather?")).output == "Answer: 18°C and sunny in Pune"
+    )
+    assert "summarizer.model" in _activity_names(await handle.fetch_history())
+
+
+async def test_an_agent_asked_as_a_tool_answers_from_its_tool_activity(audited: Any) -> None:
+    """A sub-agent (`agent.as_tool()`) runs in the parent's tool activity, its own model calls made there."""
+    assert await audited("sub_agent") == "Answer: Answer: weather in Oslo"
+
+
+def _activity_names(history: Any) -> list[str]:
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
