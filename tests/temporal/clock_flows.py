@@ -5,6 +5,7 @@ Imported by name in the sandbox; `AGENTS` are on the conftest client's plugin.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import random
 import time
@@ -13,7 +14,7 @@ from typing import Any
 from onion_flows import clerk, get_weather, wall_clock
 from temporalio import workflow
 
-from middleware import log, retry
+from middleware import log, retry, timeout
 from onion import Agent, ModelCall, ModelNext, ModelResponse, Run, RunNext, RunResult, ToolCall, ToolNext, ToolResult
 from onion.errors import ServerError
 from onion.testing import FunctionModel
@@ -127,3 +128,32 @@ class Patient:
     @workflow.run
     async def run(self, question: str) -> str:
         return (await patient.run(question)).output
+
+
+_slow_once: list[int] = []
+
+
+async def slow_once(model_call: ModelCall) -> Any:
+    """`clerk`, but its first request (in this process) takes 3 s: longer than the timeout."""
+    if not _slow_once:
+        _slow_once.append(1)
+        await asyncio.sleep(3)
+    return clerk(model_call)
+
+
+hurried = Agent(FunctionModel(slow_once, name="slow_once"), name="hurried", tools=[get_weather]).use(
+    retry(attempts=3, initial=0.2, jitter=0), timeout(0.5)
+)
+"""Each model call bounded to 0.5 s (timeout inside retry): the first times out and retry tries again."""
+
+AGENTS.append(hurried)
+
+
+@workflow.defn
+class Hurried:
+    """Runs the hurried agent: its answer and how many times retry tried again."""
+
+    @workflow.run
+    async def run(self, question: str) -> dict[str, Any]:
+        result = await hurried.run(question)
+        return {"output": result.output, "retries": result.state.get("retries", 0)}

@@ -14,6 +14,7 @@ import uuid
 import clock_flows
 import pytest
 from conftest import AGENTS
+from onion_flows import FAST
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.worker import Replayer, Worker
@@ -101,3 +102,24 @@ async def test_log_logs_each_call_once_however_often_the_workflow_replays(client
         ("model", "logged", "ok"),
         ("run", "logged", "ok"),
     ]
+
+
+async def test_a_model_call_that_times_out_is_retried_as_outside_and_replays(temporal_address: str) -> None:
+    """`timeout(0.5)` inside `retry`: the first model call outlasts it (a durable timer), its activity is
+    cancelled and the ModelCallTimeout retried, as outside; the same answer and retries; the history replays."""
+    clock_flows._slow_once.clear()
+    outside = await clock_flows.hurried.run("weather in Doha")
+    assert (outside.output, outside.state["retries"]) == ("Answer: 18°C and sunny in Doha", 1)
+    clock_flows._slow_once.clear()
+    client = await Client.connect(temporal_address, plugins=[OnionPlugin(*AGENTS, options=FAST)])
+    queue = f"q-{uuid.uuid4().hex}"
+    async with Worker(client, task_queue=queue, workflows=[clock_flows.Hurried], max_cached_workflows=0):
+        handle = await client.start_workflow(
+            clock_flows.Hurried.run, "weather in Doha", id=f"w-{uuid.uuid4().hex}", task_queue=queue
+        )
+        assert await handle.result() == {"output": outside.output, "retries": 1}
+    history = await handle.fetch_history()
+    kinds = [e.event_type for e in history.events]
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED in kinds and EventType.EVENT_TYPE_TIMER_FIRED in kinds
+    replayer = Replayer(workflows=[clock_flows.Hurried], plugins=[OnionPlugin(*AGENTS)])
+    assert (await replayer.replay_workflow(history, raise_on_replay_failure=False)).replay_failure is None
