@@ -16,7 +16,9 @@ import pytest
 pytest.importorskip("temporalio", reason="onion.temporal needs temporalio: pip install -e '.[dev]'")
 
 from forker import Forker
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
+from temporalio.converter import DataConverter
+from temporalio.worker import Replayer
 
 from onion.temporal import OnionPlugin
 
@@ -27,6 +29,8 @@ import audit_flows  # noqa: E402
 import cancel_flows  # noqa: E402
 import clock_flows  # noqa: E402
 import onion_flows  # noqa: E402
+import soak_flows  # noqa: E402
+from scrambling import Scrambling  # noqa: E402
 
 
 def _temporal_cli() -> str | None:
@@ -83,12 +87,49 @@ def temporal_address() -> Iterator[str]:
             time.sleep(0.2)
     _until_it_answers(f"127.0.0.1:{port}", deadline)
     yield f"127.0.0.1:{port}"
+    try:
+        failed = asyncio.run(_replayed(f"127.0.0.1:{port}"))
+    finally:
+        _stopped(server)
+    if failed:
+        pytest.fail(f"{len(failed)} workflow histories of this session do not replay:\n" + "\n".join(failed))
+
+
+def _stopped(server: subprocess.Popen[bytes]) -> None:
     server.terminate()
     try:
         server.wait(10)
     except subprocess.TimeoutExpired:
         server.kill()
         server.wait()
+
+
+async def _replayed(address: str) -> list[str]:
+    """Replays every workflow history on the server (each the suite's), with the plugin and the default sandbox:
+    the ones that failed to, as `type id: error` lines."""
+    client = await Client.connect(address)
+    histories = [
+        await client.get_workflow_handle(w.id, run_id=w.run_id).fetch_history() async for w in client.list_workflows()
+    ]
+    workflows = [
+        value
+        for module in (onion_flows, audit_flows, clock_flows, cancel_flows, soak_flows)
+        for value in vars(module).values()
+        if isinstance(value, type) and hasattr(value, "__temporal_workflow_definition")
+    ]
+    agents = [*AGENTS, onion_flows.support, soak_flows.soak]
+    replayer = Replayer(
+        workflows=workflows,
+        data_converter=DataConverter(payload_codec=Scrambling()),
+        plugins=[OnionPlugin(*agents)],
+    )
+    async def each() -> AsyncIterator[WorkflowHistory]:
+        for history in histories:
+            yield history
+
+    results = await replayer.replay_workflows(each(), raise_on_replay_failure=False)
+    kinds = {h.run_id: h.workflow_id for h in histories}
+    return [f"{kinds.get(run, run)}: {error!r:.400}" for run, error in results.replay_failures.items()]
 
 
 @pytest.fixture(scope="session")

@@ -5,40 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Sequence
 
 import onion_flows
-from temporalio.api.common.v1 import Payload
+from scrambling import Scrambling
 from temporalio.client import Client
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import (
     DataConverter,
     DefaultFailureConverterWithEncodedAttributes,
     DefaultPayloadConverter,
-    PayloadCodec,
 )
 from temporalio.worker import Replayer, Worker
 
 from onion.temporal import OnionPlugin
-
-KEY = 0x5A
-
-
-class Scrambling(PayloadCodec):
-    """Stands in for an encrypting codec: each payload becomes opaque bytes marked `binary/scrambled`."""
-
-    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
-        return [
-            Payload(metadata={"encoding": b"binary/scrambled"}, data=bytes(b ^ KEY for b in p.SerializeToString()))
-            for p in payloads
-        ]
-
-    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
-        decoded = []
-        for p in payloads:
-            assert p.metadata["encoding"] == b"binary/scrambled", "a payload reached the codec in clear"
-            decoded.append(Payload.FromString(bytes(b ^ KEY for b in p.data)))
-        return decoded
 
 
 class HousePayloads(DefaultPayloadConverter):

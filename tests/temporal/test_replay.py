@@ -51,10 +51,11 @@ async def test_a_paused_calls_id_is_the_same_on_every_replay_and_a_decision_for_
 
 
 async def test_retry_gives_up_on_the_workflows_clock_and_its_history_replays(client: Client) -> None:
-    """`retry(max_delay=2.0)` with jitter: it gives up after the same attempts when the history replays (its
-    clock is the workflow's, its jitter the workflow's draws), so the failed workflow replays cleanly."""
+    """`retry(max_delay=2.0)` with jitter, on a worker that keeps the workflow: it gives up at max_delay, and
+    after the same attempts when the history replays in no time (its clock is the workflow's, its jitter the
+    workflow's draws), so the failed workflow replays cleanly."""
     queue = f"q-{uuid.uuid4().hex}"
-    async with Worker(client, task_queue=queue, workflows=[clock_flows.Patient], max_cached_workflows=0):
+    async with Worker(client, task_queue=queue, workflows=[clock_flows.Patient]):  # cached: the run as it happens
         handle = await client.start_workflow(
             clock_flows.Patient.run, "anyone there?", id=f"w-{uuid.uuid4().hex}", task_queue=queue
         )
@@ -63,7 +64,9 @@ async def test_retry_gives_up_on_the_workflows_clock_and_its_history_replays(cli
     assert getattr(failed.value.cause, "type", None) == "ServerError"
     history = await handle.fetch_history()
     timers = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED]
+    attempts = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
     assert len(timers) >= 2  # it waited (a durable timer) before each attempt it made again
+    assert len(attempts) < 10  # it gave up at max_delay, before its 10 attempts: the clock decided
     assert (await _replayer().replay_workflow(history, raise_on_replay_failure=False)).replay_failure is None
 
 
