@@ -7,6 +7,7 @@ The decision lives in `RetryPolicy` (what is retried, how long to wait);
 from __future__ import annotations
 
 import asyncio
+import types
 from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any
 
@@ -159,7 +160,7 @@ class retry:
 
     async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
         started = self.clock()
-        async for attempt in self._model.copy():
+        async for attempt in _per_call(self._model):
             with attempt:
                 attempt.retry_state.kwargs = {"ctx": call, "started": started}
                 return await call_next(call)
@@ -169,7 +170,7 @@ class retry:
         if not self._selects(call):
             return await call_next(call)
         started = self.clock()
-        async for attempt in self._tool.copy():
+        async for attempt in _per_call(self._tool):
             with attempt:
                 attempt.retry_state.kwargs = {"ctx": call, "started": started}
                 return await call_next(call)
@@ -182,6 +183,15 @@ class retry:
         if callable(tools):
             return bool(tools(call))
         return call.name in tools
+
+
+def _per_call(retrying: AsyncRetrying) -> AsyncRetrying:
+    """A copy of `retrying` for one call, its state kept on the copy: tenacity keeps it per thread
+    (`threading.local`), and a call may go on in another thread (a Temporal worker resumes a workflow on any of
+    its threads: the attempt's state was gone, `KeyError: 'idle_for'`)."""
+    copy = retrying.copy()
+    copy._local = types.SimpleNamespace()  # type: ignore[assignment]
+    return copy
 
 
 def retry_after(error: BaseException | None) -> float | None:
