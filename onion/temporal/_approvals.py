@@ -16,6 +16,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.client import WorkflowHandle
+from temporalio.common import SearchAttributeKey
 
 from .._agent import Agent
 from .._durable.decisions import Decisions, apply, check
@@ -42,7 +43,9 @@ class Waiting:
     decide path (`onion._durable.decisions`): an update that does not fit is refused by its validator with the
     same `DecisionRefused` text `agent.decide` raises, and changes nothing."""
 
-    def __init__(self) -> None:
+    def __init__(self, attribute: str | None = None) -> None:
+        self.attribute = None if attribute is None else SearchAttributeKey.for_bool(attribute)
+        """The search attribute that says whether a run of the workflow waits for a person, if any."""
         self.states: dict[str, RunState] = {}
         """Each paused run's state, by run id, until every one of its calls is decided."""
         self.tools: dict[str, dict[str, Tool]] = {}
@@ -118,6 +121,12 @@ class Waiting:
                 reason = call.rejection if call.decision == "rejected" else None
                 state.decisions.append(DecisionRecord(call.id, call.decision, by, at, args, reason))
 
+    def say_whether_waiting(self) -> None:
+        """Sets the workflow's waiting attribute (if it has one): whether any of its runs waits for a person. A
+        workflow that began before the plugin had one replays without it (`workflow.patched`)."""
+        if self.attribute is not None and workflow.patched("onion.waiting_attribute"):  # a workflow that waited
+            workflow.upsert_search_attributes([self.attribute.value_set(bool(self.states))])  # before, not again
+
     def done(self, run_id: str) -> bool:
         state = self.states.get(run_id)
         return state is not None and all(call.decision is not None for call in state.pending)
@@ -135,9 +144,10 @@ async def run(agent: Agent[OutputT], input: Any, **options: Any) -> RunResult[Ou
     return result
 
 
-def listen() -> Waiting:
-    """Answer `pending` (a query) and `decide` (an update) in this workflow, from its start: `[]` before a pause."""
-    waiting = Waiting()
+def listen(attribute: str | None = None) -> Waiting:
+    """Answer `pending` (a query) and `decide` (an update) in this workflow, from its start: `[]` before a pause;
+    with `attribute`, the workflow says whether a run of it waits (a Bool search attribute)."""
+    waiting = Waiting(attribute)
     workflow.set_query_handler(PENDING, waiting.pending)
     workflow.set_update_handler(DECIDE, waiting.take, validator=waiting.check)
     return waiting
@@ -151,11 +161,13 @@ async def wait_for_decisions(agent: Agent[Any], result: RunResult[Any], waiting:
         run_id = result.run_id
         waiting.tools[run_id] = {tool.name: tool for tool in agent.tools}
         waiting.states[run_id] = result.to_state()
+        waiting.say_whether_waiting()
         try:
             await workflow.wait_condition(functools.partial(waiting.done, run_id))
         finally:  # decided, or the workflow cancelled: it waits for nothing now
             state = waiting.states.pop(run_id)
             del waiting.tools[run_id]
+        waiting.say_whether_waiting()
         result = await agent.resume(state, output_type=output_type)
     return result
 

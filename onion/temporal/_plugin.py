@@ -36,10 +36,15 @@ class OnionPlugin(SimplePlugin):
     (`<agent>.model`, `<agent>.tool.<tool>`) on every worker, lets onion's
     modules through the workflow sandbox, and makes `agent.run(...)` inside a
     workflow durable. Agent names must be unique. `options` sets timeouts,
-    heartbeats and retries (`ActivityOptions`).
+    heartbeats and retries (`ActivityOptions`). With `waiting_attribute` (a Bool
+    search attribute registered on the namespace), a workflow says whether a run
+    of it waits for a person, so `temporal workflow list --query '<name> = true'`
+    lists them.
     """
 
-    def __init__(self, *agents: Agent[Any], options: ActivityOptions | None = None) -> None:
+    def __init__(
+        self, *agents: Agent[Any], options: ActivityOptions | None = None, waiting_attribute: str | None = None
+    ) -> None:
         names = [agent.name for agent in agents]
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
@@ -51,7 +56,11 @@ class OnionPlugin(SimplePlugin):
             "onion.OnionPlugin",
             data_converter=with_pydantic_payloads,
             activities=activities,
-            interceptors=[_BoundaryInterceptor(self.options, {a.name: {t.name for t in a.tools} for a in agents})],
+            interceptors=[
+                _BoundaryInterceptor(
+                    self.options, {a.name: {t.name for t in a.tools} for a in agents}, waiting_attribute
+                )
+            ],
             workflow_runner=_passing_onion_through,
             workflow_failure_exception_types=[OnionError],
         )
@@ -78,21 +87,22 @@ class _BoundaryInterceptor(worker.Interceptor):
     """Sets onion's model and tool boundary to activities, and its clock to the workflow's, for the whole of each
     workflow run."""
 
-    def __init__(self, options: ActivityOptions, tools: dict[str, set[str]]) -> None:
+    def __init__(self, options: ActivityOptions, tools: dict[str, set[str]], waiting_attribute: str | None) -> None:
         self.options = options
         self.tools = tools
+        self.waiting_attribute = waiting_attribute
 
     def workflow_interceptor_class(
         self, input: worker.WorkflowInterceptorClassInput
     ) -> type[worker.WorkflowInboundInterceptor]:
-        options, tools = self.options, self.tools
+        options, tools, attribute = self.options, self.tools, self.waiting_attribute
 
         class Inbound(worker.WorkflowInboundInterceptor):
             def init(self, outbound: worker.WorkflowOutboundInterceptor) -> None:
                 super().init(outbound)
                 # `pending` and `decide` answer from here on: an update can come in the workflow's first
                 # activation, before its run starts (a worker replaying a workflow paused before any activity)
-                self.boundary = WorkflowBoundary(options, tools)
+                self.boundary = WorkflowBoundary(options, tools, attribute)
 
             async def execute_workflow(self, input: worker.ExecuteWorkflowInput) -> Any:
                 BOUNDARY.set(self.boundary)

@@ -93,11 +93,11 @@ class WorkflowClock:
 class WorkflowBoundary:
     """onion's model and tool boundary while a workflow runs: models and tools answer from activities."""
 
-    def __init__(self, options: ActivityOptions, tools: dict[str, set[str]]) -> None:
+    def __init__(self, options: ActivityOptions, tools: dict[str, set[str]], waiting_attribute: str | None) -> None:
         self.options = options
         self.tools = tools
         """The tools that have an activity, by agent name."""
-        self.decisions = listen()
+        self.decisions = listen(waiting_attribute)
         """The pause's calls and the decisions `decide` sent (`pending` answers from them)."""
 
     def admit(self, agent: Any, session: Any) -> None:

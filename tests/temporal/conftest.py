@@ -32,6 +32,9 @@ import onion_flows  # noqa: E402
 import soak_flows  # noqa: E402
 from scrambling import Scrambling  # noqa: E402
 
+WAITING = "OnionWaiting"
+"""The search attribute the test server registers for `OnionPlugin(waiting_attribute=...)`."""
+
 
 def _temporal_cli() -> str | None:
     beside = Path(sys.executable).parent / "temporal"
@@ -69,6 +72,7 @@ def temporal_address() -> Iterator[str]:
     port, http, ui = _free_ports(3)
     command = [cli, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port)]
     command += ["--http-port", str(http), "--ui-port", str(ui), "--log-level", "error"]
+    command += ["--search-attribute", f"{WAITING}=Bool"]  # what a workflow waiting for a person says (docs/temporal.md)
     try:
         server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     except OSError as error:
@@ -118,18 +122,27 @@ async def _replayed(address: str) -> list[str]:
         if isinstance(value, type) and hasattr(value, "__temporal_workflow_definition")
     ]
     agents = [*AGENTS, onion_flows.support, soak_flows.soak]
-    replayer = Replayer(
-        workflows=workflows,
-        data_converter=DataConverter(payload_codec=Scrambling()),
-        plugins=[OnionPlugin(*agents)],
-    )
-    async def each() -> AsyncIterator[WorkflowHistory]:
-        for history in histories:
-            yield history
+    failed = []
+    for attribute in (None, WAITING):  # the plugin a history ran under: with waiting_attribute or without
+        replayer = Replayer(
+            workflows=workflows,
+            data_converter=DataConverter(payload_codec=Scrambling()),
+            plugins=[OnionPlugin(*agents, waiting_attribute=attribute)],
+        )
+        chosen = [h for h in histories if _says_waiting(h) == (attribute is not None)]
 
-    results = await replayer.replay_workflows(each(), raise_on_replay_failure=False)
-    kinds = {h.run_id: h.workflow_id for h in histories}
-    return [f"{kinds.get(run, run)}: {error!r:.400}" for run, error in results.replay_failures.items()]
+        async def each(chosen: list[WorkflowHistory] = chosen) -> AsyncIterator[WorkflowHistory]:
+            for history in chosen:
+                yield history
+
+        results = await replayer.replay_workflows(each(), raise_on_replay_failure=False)
+        kinds = {h.run_id: h.workflow_id for h in chosen}
+        failed += [f"{kinds.get(run, run)}: {error!r:.400}" for run, error in results.replay_failures.items()]
+    return failed
+
+
+def _says_waiting(history: WorkflowHistory) -> bool:
+    return any(event.HasField("upsert_workflow_search_attributes_event_attributes") for event in history.events)
 
 
 @pytest.fixture(scope="session")

@@ -11,11 +11,12 @@ from typing import Any
 
 import onion_flows
 import pytest
+from conftest import AGENTS, WAITING
 from forker import Forker
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.worker import Worker
 
-from onion.temporal import decide, pending
+from onion.temporal import OnionPlugin, decide, pending
 
 
 @pytest.fixture
@@ -190,3 +191,31 @@ async def test_two_runs_in_one_workflow_that_both_pause_are_each_listed_with_the
         assert await pending(handle) == []
     assert "Answer: paid 30 for order 7" in answers and any("once is enough" in answer for answer in answers)
     assert onion_flows.PAID == [{"order": 7, "amount": 30}]
+
+
+async def _listed(client: Client, query: str, workflow_id: str, present: bool) -> None:
+    """Waits until `workflow list --query` lists `workflow_id` (or no longer does): visibility lags a little."""
+    for _ in range(100):
+        if (workflow_id in [w.id async for w in client.list_workflows(query)]) == present:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{query!r} {'never listed' if present else 'still lists'} {workflow_id}")
+
+
+async def test_a_workflow_waiting_for_a_person_is_found_by_its_search_attribute(temporal_address: str) -> None:
+    """With `waiting_attribute`, a paused run's workflow says so (`OnionWaiting = true`) until it is decided; an
+    operator lists what waits with `temporal workflow list --query 'OnionWaiting = true'`."""
+    onion_flows.PAID.clear()
+    client = await Client.connect(temporal_address, plugins=[OnionPlugin(*AGENTS, waiting_attribute=WAITING)])
+    queue = f"q-{uuid.uuid4().hex}"
+    async with Worker(client, task_queue=queue, workflows=[onion_flows.Pay]):
+        handle = await client.start_workflow(
+            onion_flows.Pay.run, "pay order 7", id=f"w-{uuid.uuid4().hex}", task_queue=queue
+        )
+        while not (calls := await pending(handle)):
+            await asyncio.sleep(0.05)
+        await _listed(client, f"{WAITING} = true", handle.id, present=True)
+        await decide(handle, approve=[calls[0].id])
+        await handle.result()
+        await _listed(client, f"{WAITING} = true", handle.id, present=False)
+        await _listed(client, f"{WAITING} = false", handle.id, present=True)
