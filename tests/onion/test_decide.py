@@ -73,7 +73,8 @@ async def test_the_server_the_cli_and_temporal_refuse_a_bad_decision_with_the_sa
         assert str(core.value) in str(line.value)
 
         waiting = Waiting()
-        waiting.state, waiting.tools = await store.load(run_id), {"pay": pay}
+        waiting.states, waiting.tools = {run_id: await store.load(run_id)}, {run_id: {"pay": pay}}
+        waiting.started = True
         if why != "undecided":  # updates arrive one at a time on Temporal: a partial batch is not refused there
             with pytest.raises(DecisionRefused) as update:
                 waiting.check(decisions.to_json())
