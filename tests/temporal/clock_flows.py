@@ -14,7 +14,7 @@ from typing import Any
 from onion_flows import clerk, get_weather, wall_clock
 from temporalio import workflow
 
-from middleware import log, retry, timeout
+from middleware import approve, log, retry, timeout
 from onion import Agent, ModelCall, ModelNext, ModelResponse, Run, RunNext, RunResult, ToolCall, ToolNext, ToolResult
 from onion.errors import ServerError
 from onion.testing import FunctionModel
@@ -157,3 +157,38 @@ class Hurried:
     async def run(self, question: str) -> dict[str, Any]:
         result = await hurried.run(question)
         return {"output": result.output, "retries": result.state.get("retries", 0)}
+
+
+versioned = _weather("versioned", approve("get_weather"))
+versioned_v2 = _weather("versioned-v2", timeout(5), approve("get_weather"))
+"""One agent before and after a deploy that adds `timeout` (a durable timer around each model call)."""
+
+AGENTS.extend([versioned, versioned_v2])
+
+
+@workflow.defn(name="Versioned")
+class VersionedBefore:
+    """The workflow as the first deploy had it."""
+
+    @workflow.run
+    async def run(self, question: str) -> str:
+        return (await versioned.run(question)).output
+
+
+@workflow.defn(name="Versioned")
+class VersionedBroken:
+    """The next deploy, the stack changed in place: a workflow in flight no longer replays."""
+
+    @workflow.run
+    async def run(self, question: str) -> str:
+        return (await versioned_v2.run(question)).output
+
+
+@workflow.defn(name="Versioned")
+class VersionedAfter:
+    """The next deploy, the new stack behind `workflow.patched`: workflows in flight go on with the old agent."""
+
+    @workflow.run
+    async def run(self, question: str) -> str:
+        agent = versioned_v2 if workflow.patched("versioned-timeout") else versioned
+        return (await agent.run(question)).output
