@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -79,9 +80,24 @@ def _tool_activity(agent: Agent[Any], tool: Tool, options: ActivityOptions) -> C
         except Exception as error:
             text = valid_text(f"Tool {tool.name} failed: {type(error).__name__}: {error}")
             return result_data(ToolResult(text, is_error=True))
-        if isinstance(value, ToolResult):
-            return result_data(value)
-        return result_data(ToolResult(render(value)))
+        return _within(tool.name, result_data(value if isinstance(value, ToolResult) else ToolResult(render(value))))
+
+    def _within(name: str, data: dict[str, Any]) -> dict[str, Any]:
+        """`data`, or an error result saying it was too large when it is over `options.max_result_bytes` as JSON
+        (Temporal refuses a payload over its limit: the activity would fail, and be retried for nothing)."""
+        limit = options.max_result_bytes
+        if limit is None:
+            return data
+        size = len(json.dumps(data, ensure_ascii=False).encode())
+        if size <= limit:
+            return data
+        return result_data(
+            ToolResult(
+                f"Tool {name}'s result was too large to keep in the workflow's history: {size:,} bytes, over the "
+                f"limit of {limit:,} bytes. It was not kept; ask for less at a time (a page, a summary, a filter).",
+                is_error=True,
+            )
+        )
 
     return activity.defn(name=tool_activity_name(agent.name, tool.name))(run_tool)
 

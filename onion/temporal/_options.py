@@ -33,6 +33,10 @@ class ActivityOptions:
     """Retries of a lost model call or idempotent tool call (never of a non-idempotent tool)."""
     models: tuple[Any, ...] = ()
     """Models besides each agent's own that its calls may use (a `fallback` layer's), matched by `name`."""
+    max_result_bytes: int | None = 1_000_000
+    """The largest tool result (as JSON) kept in the history; a larger one is answered to the model as too large,
+    with its size and this limit, and not retried. Temporal refuses payloads over 2 MB by default, and the result
+    goes on into every later model call's input. None: no check (with Temporal's external storage configured)."""
 
     def __post_init__(self) -> None:
         """`ValueError` naming the option when the heartbeats cannot keep a live call from being given up."""

@@ -98,3 +98,34 @@ class Hotel:
     async def run(self, question: str) -> dict[str, Any]:
         result = await hotel.run(question)
         return {"output": result.output, "keys": result.state["keys"]}
+
+
+DUMPS: list[int] = []
+"""Each run of `dump`, with the size it was asked for."""
+
+
+@tool(idempotent=True)
+def dump(size: int) -> str:
+    """Dumps `size` characters of the archive."""
+    DUMPS.append(size)
+    return "x" * size
+
+
+def archivist(model_call: ModelCall) -> Any:
+    """Asks for 3 MB of the archive, then answers with the first 300 characters of what the tool said."""
+    results = [m.text for m in model_call.messages if m.role == "tool"]
+    return [call("dump", size=3_000_000)] if not results else results[-1][:300]
+
+
+archive = Agent(FunctionModel(archivist, name="archivist"), name="archive", tools=[dump])
+
+AGENTS.append(archive)
+
+
+@workflow.defn
+class Archive:
+    """Runs the archive agent."""
+
+    @workflow.run
+    async def run(self, question: str) -> str:
+        return (await archive.run(question)).output
