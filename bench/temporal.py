@@ -119,6 +119,29 @@ async def on_temporal(address: str, runs: int) -> tuple[list[float], list[int]]:
     return times, activities
 
 
+async def on_temporal_events(address: str, runs: int, every: float = 0.05) -> list[float]:
+    """Seconds from each event of a workflow's run (its `at`, the workflow's time) to a caller following it with
+    `onion.temporal.follow`, polling every `every` seconds, over `runs` runs."""
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+
+    from onion.temporal import OnionPlugin, follow
+
+    from . import temporal_flows
+
+    client = await Client.connect(address, plugins=[OnionPlugin(temporal_flows.agent)])
+    queue = f"bench-events-{uuid.uuid4().hex}"
+    delays = []
+    async with Worker(client, task_queue=queue, workflows=[temporal_flows.Workload]):
+        for index in range(runs):
+            handle = await client.start_workflow(
+                temporal_flows.Workload.run, QUESTION, id=f"{queue}-{index}", task_queue=queue
+            )
+            async for event in follow(handle, every=every):
+                delays.append(time.time() - event["at"])
+    return delays
+
+
 async def on_sqlite(where: Path, runs: int) -> list[float]:
     """Seconds per journaled run of the same workload in a `SQLiteStore`."""
     async with SQLiteStore(where / "bench.db") as store:
@@ -160,6 +183,7 @@ def rows(scale: Scale, python: str = sys.executable) -> list[Row]:
     runs = {1: 5, 3: 20}.get(scale.repeats, 3) if scale.rounds > 2 else 3
     with dev_server(cli) as address:
         times, activities = asyncio.run(on_temporal(address, runs))
+        delays = asyncio.run(on_temporal_events(address, runs))
         peer = on_pydantic_ai(python, address, runs)
     with tempfile.TemporaryDirectory() as where:
         sqlite = asyncio.run(on_sqlite(Path(where), runs * 10))
@@ -172,6 +196,12 @@ def rows(scale: Scale, python: str = sys.executable) -> list[Row]:
             "ms",
             statistics.median(sqlite) * 1e3,
             "SQLiteStore",
+        ),
+        Row(
+            SECTION,
+            f"an event of a run, workflow to a follower polling every 50 ms (median of {len(delays)})",
+            statistics.median(delays) * 1e3,
+            "ms",
         ),
         *_pydantic_ai_rows(peer, statistics.median(times)),
     ]

@@ -8,7 +8,7 @@ from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from . import _chains
-from ._boundary import admitted, decided_in_place
+from ._boundary import admitted, decided_in_place, watched
 from ._calls import Model
 from ._durable import Decisions, decide, journaled, recover, resume_run, run_in_session, session_of
 from ._durable.state import RunState
@@ -197,16 +197,18 @@ class Agent(Generic[OutputT]):
         admitted(self, session)
         loop = self._compiled()
         output_type = self.output_type if output_type is None else output_type
+        watching = False
         if session is not None:
             conversation = session_of(self, session)
             result = await run_in_session(loop, input, state, output_type, conversation, None, principal)
         else:
             run = Run(self, input, first_messages(self, input), state, output_type, principal)
+            watching = watched(run)
             if self.store is None:
                 result = loop.finish(run, await loop.start(run))
             else:
                 result = await journaled(loop, run, self.store)
-        return await decided_in_place(self, result) if result.paused else result
+        return await decided_in_place(self, result) if result.paused or watching else result
 
     async def recover(self, run_id: str, *, output_type: Any = None, principal: Who = None) -> RunResult[Any]:
         """Go on with the journaled run `run_id` from `agent.store` (its worker died, or it failed).

@@ -50,9 +50,20 @@ def admitted(agent: Any, session: Any) -> None:
         admit(agent, session)
 
 
+def watched(run: Any) -> bool:
+    """Gives `run` the emit of the boundary in force when it keeps runs' events (`onion.temporal`: the workflow's
+    event log, which callers follow); True then, and `agent.run` hands it the run's result paused or not."""
+    events_of = getattr(BOUNDARY.get(), "events_of", None)
+    if events_of is None:
+        return False
+    run.emit = events_of(run.id)
+    return True
+
+
 async def decided_in_place(agent: Any, result: RunResult[Any]) -> RunResult[Any]:
-    """The paused run `result` as the boundary in force finishes it: a durable engine (`onion.temporal`) waits
-    for the decisions in place (its `paused(agent, result)`); without one, `result` itself."""
+    """The run `result` (paused, or watched: `watched`) as the boundary in force finishes it: a durable engine
+    (`onion.temporal`) waits for a pause's decisions in place (its `paused(agent, result)`); without one, `result`
+    itself."""
     wait = getattr(BOUNDARY.get(), "paused", None)
     if wait is None:
         return result

@@ -25,6 +25,7 @@ from .._principal import DecisionRecord, Principal
 from .._run import OutputT, RunResult
 from .._tools import Tool
 from ..errors import DecisionRefused
+from ._events import EventLog
 
 PENDING = "onion.pending"
 DECIDE = "onion.decide"
@@ -153,11 +154,15 @@ def listen(attribute: str | None = None) -> Waiting:
     return waiting
 
 
-async def wait_for_decisions(agent: Agent[Any], result: RunResult[Any], waiting: Waiting) -> RunResult[Any]:
+async def wait_for_decisions(
+    agent: Agent[Any], result: RunResult[Any], waiting: Waiting, log: EventLog
+) -> RunResult[Any]:
     """Wait durably for the decisions of the paused `result` (`decide`), resume in the workflow, and again at
-    each pause, until the run ends: what `agent.run` returns inside a workflow."""
+    each pause, until the run ends: what `agent.run` returns inside a workflow. Each pause and the end go into
+    the workflow's event `log`, and the resumed run's events."""
     output_type = result._run.output_type if result._run is not None else None  # the run's own, if it has one
     while result.paused:
+        log.paused(result)
         run_id = result.run_id
         waiting.tools[run_id] = {tool.name: tool for tool in agent.tools}
         waiting.states[run_id] = result.to_state()
@@ -168,7 +173,8 @@ async def wait_for_decisions(agent: Agent[Any], result: RunResult[Any], waiting:
             state = waiting.states.pop(run_id)
             del waiting.tools[run_id]
         waiting.say_whether_waiting()
-        result = await agent.resume(state, output_type=output_type)
+        result = await agent._resume(state, output_type, None, log.events_of(state.run_id), None)
+    log.finished(result)
     return result
 
 

@@ -23,6 +23,7 @@ from .._results import ModelResponse, ToolResult
 from ._activities import model_activity_name, tool_activity_name, tool_call_data
 from ._approvals import listen, wait_for_decisions
 from ._determinism import NotDeterministic, refuse_nondeterministic, unregistered
+from ._events import EventLog
 from ._options import ActivityOptions
 from ._wire import call_data, model_error_from, response_from, result_from
 
@@ -98,6 +99,8 @@ class WorkflowBoundary:
         self.tools = tools
         """The tools that have an activity, by agent name."""
         self.decisions = listen(waiting_attribute)
+        self.log = EventLog()
+        """Every run's events, numbered (`onion.temporal.events` and `follow` read it)."""
         """The pause's calls and the decisions `decide` sent (`pending` answers from them)."""
 
     def admit(self, agent: Any, session: Any) -> None:
@@ -120,8 +123,13 @@ class WorkflowBoundary:
             )
 
     async def paused(self, agent: Any, result: Any) -> Any:
-        """A run paused in the workflow waits here for its decisions (`onion.temporal.decide`), then goes on."""
-        return await wait_for_decisions(agent, result, self.decisions)
+        """A run of the workflow ended or paused: a paused one waits here for its decisions
+        (`onion.temporal.decide`), then goes on; its pauses and its end go into the event log."""
+        return await wait_for_decisions(agent, result, self.decisions, self.log)
+
+    def events_of(self, run_id: str) -> Callable[[Any], None]:
+        """Where run `run_id`'s events go: the workflow's event log (`onion.temporal.follow`)."""
+        return self.log.events_of(run_id)
 
     def model(self, call: ModelCall) -> ActivityModel:
         return ActivityModel(call.model, self.options)
