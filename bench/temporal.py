@@ -142,6 +142,30 @@ async def on_temporal_events(address: str, runs: int, every: float = 0.05) -> li
     return delays
 
 
+async def on_temporal_long(address: str, steps: int) -> tuple[float, int, int]:
+    """One run of `steps` model calls (each asking for a tool call) over a 400 KB conversation: its seconds, its
+    history's size in bytes and its events."""
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+
+    from onion.temporal import OnionPlugin
+
+    from . import temporal_flows
+
+    client = await Client.connect(address, plugins=[OnionPlugin(temporal_flows.long_agent)])
+    queue = f"bench-long-{uuid.uuid4().hex}"
+    async with Worker(client, task_queue=queue, workflows=[temporal_flows.LongWorkload]):
+        start = time.perf_counter()
+        answer = await client.execute_workflow(
+            temporal_flows.LongWorkload.run, steps, id=f"{queue}-0", task_queue=queue
+        )
+        elapsed = time.perf_counter() - start
+        if answer != f"ticked {steps} times":
+            raise AssertionError(f"wrong long-run answer on Temporal: {answer!r}")
+        history = await client.get_workflow_handle(f"{queue}-0").fetch_history()
+    return elapsed, sum(len(event.SerializeToString()) for event in history.events), len(history.events)
+
+
 async def on_sqlite(where: Path, runs: int) -> list[float]:
     """Seconds per journaled run of the same workload in a `SQLiteStore`."""
     async with SQLiteStore(where / "bench.db") as store:
@@ -184,6 +208,8 @@ def rows(scale: Scale, python: str = sys.executable) -> list[Row]:
     with dev_server(cli) as address:
         times, activities = asyncio.run(on_temporal(address, runs))
         delays = asyncio.run(on_temporal_events(address, runs))
+        steps = long_run_steps(scale)
+        long_seconds, long_bytes, long_events = asyncio.run(on_temporal_long(address, steps))
         peer = on_pydantic_ai(python, address, runs)
     with tempfile.TemporaryDirectory() as where:
         sqlite = asyncio.run(on_sqlite(Path(where), runs * 10))
@@ -203,8 +229,22 @@ def rows(scale: Scale, python: str = sys.executable) -> list[Row]:
             statistics.median(delays) * 1e3,
             "ms",
         ),
+        Row(
+            SECTION,
+            f"history of one {steps:,}-step run over a 400 KB conversation ({long_events:,} events)",
+            long_bytes / 1e6,
+            "MB",
+            400_000 * steps / 1e6,
+            "the conversation once a step",
+        ),
+        Row(SECTION, f"that {steps:,}-step run, start to answer", long_seconds, "s"),
         *_pydantic_ai_rows(peer, statistics.median(times)),
     ]
+
+
+def long_run_steps(scale: Scale) -> int:
+    """Model calls of the long run: 1,000 in a full run, 100 in a quick one."""
+    return 1_000 if scale.rounds > 2 else 100
 
 
 def _pydantic_ai_rows(peer: dict[str, Any], onion: float) -> list[Row]:

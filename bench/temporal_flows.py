@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio import workflow
 
-from onion import Agent, tool
+from onion import Agent, ModelCall, tool
+from onion.testing import FunctionModel
+from onion.testing import call as request
 
 from .workload import StepModel, add
 
@@ -19,3 +23,36 @@ class Workload:
     @workflow.run
     async def run(self, question: str) -> str:
         return (await agent.run(question)).output
+
+
+LONG_STEPS = 1_000
+DOCUMENT = "the quick brown fox jumps over the lazy dog " * 9_100
+"""About 400 KB: the conversation a long run carries from its first model call on."""
+
+
+@tool
+def tick(n: int) -> str:
+    """Step `n` of a long run."""
+    return f"tick {n}"
+
+
+def _ticker(call: ModelCall) -> Any:
+    """Calls `tick` once a model call until the run made `steps` of them (the first message says how many)."""
+    done = sum(1 for message in call.messages if message.role == "tool")
+    steps = int(call.messages[0].text.split(maxsplit=1)[0])
+    return [request("tick", n=done + 1)] if done < steps else f"ticked {done} times"
+
+
+long_agent = Agent(
+    FunctionModel(_ticker, name="ticker"), name="bench-long", tools=[tick], checked=False, max_steps=10_000
+)
+"""A run of many model calls over a 400 KB conversation (its activities: `bench-long.model`, `bench-long.tool.tick`)."""
+
+
+@workflow.defn
+class LongWorkload:
+    """One long run: `steps` model calls, each asking for one tool call, over a 400 KB first message."""
+
+    @workflow.run
+    async def run(self, steps: int) -> str:
+        return (await long_agent.run(f"{steps} ticks over this document: {DOCUMENT}")).output

@@ -8,6 +8,7 @@ tools do their I/O as they do outside Temporal.
 from __future__ import annotations
 
 import asyncio
+import collections
 import importlib
 import json
 from collections.abc import Callable
@@ -27,6 +28,9 @@ from .._tools import Tool, render, valid_text
 from ..errors import ModelError, ToolArgumentsError
 from ._options import ActivityOptions
 from ._wire import call_from, model_failure, response_data, result_data
+
+MISSING = "ConversationMissing"
+"""The type of a model activity's failure when its worker does not keep the conversation it goes on from."""
 
 
 def model_activity_name(agent: str) -> str:
@@ -57,7 +61,7 @@ def _model_activity(agent: Agent[Any], options: ActivityOptions) -> Callable[...
             )
         output_type = _output_type(agent, data["output"])
         run = Run(agent, "", [], output_type=output_type)
-        call = call_from(data, run, model, output_type)
+        call = call_from({**data, "messages": _conversation(data)}, run, model, output_type)
         try:
             async with _heartbeats(options.heartbeat_every):
                 response = await model.request(call)
@@ -66,6 +70,89 @@ def _model_activity(agent: Agent[Any], options: ActivityOptions) -> Callable[...
         return response_data(response)
 
     return activity.defn(name=model_activity_name(agent.name))(ask_model)
+
+
+class _Conversations:
+    """The conversations this worker's model activities were sent, each by its run and digest, the latest first
+    to go when more than `budget` bytes of messages are kept: a model call's activity is sent only the messages
+    added since (`ConversationMissing` when this worker does not have the rest, and the workflow sends it whole).
+    """
+
+    def __init__(self, budget: int = 256_000_000) -> None:
+        self.budget = budget
+        self.kept: collections.OrderedDict[tuple[str, str], tuple[list[dict[str, Any]], int]] = (
+            collections.OrderedDict()
+        )
+        self.latest: dict[str, list[str]] = {}
+        """Each run's kept digests, oldest first."""
+        self.size = 0
+
+    def get(self, run_id: str, digest: str) -> list[dict[str, Any]] | None:
+        found = self.kept.get((run_id, digest))
+        if found is None:
+            return None
+        self.kept.move_to_end((run_id, digest))
+        return found[0]
+
+    def put(self, run_id: str, digest: str, messages: list[dict[str, Any]], added: int) -> None:
+        """Keeps `messages` (`added` bytes more than the run's last) as run `run_id`'s latest two conversations
+        (the last one sent, and the one before for a call tried again)."""
+        if (run_id, digest) in self.kept:
+            return
+        self.kept[(run_id, digest)] = (messages, added)
+        self.size += added
+        latest = self.latest.setdefault(run_id, [])
+        latest.append(digest)
+        if len(latest) > 2:
+            self._drop(run_id, latest[0])
+        while self.size > self.budget and len(self.kept) > 1:
+            gone_run, gone = next(iter(self.kept))
+            self._drop(gone_run, gone)
+
+    def _drop(self, run_id: str, digest: str) -> None:
+        found = self.kept.pop((run_id, digest), None)
+        if found is not None:
+            self.size -= found[1]
+        latest = self.latest.get(run_id)
+        if latest is not None and digest in latest:
+            latest.remove(digest)
+            if not latest:
+                del self.latest[run_id]
+
+    def clear(self) -> None:
+        self.kept.clear()
+        self.latest.clear()
+        self.size = 0
+
+
+_CONVERSATIONS = _Conversations()
+
+
+def forget_conversations() -> None:
+    """Forgets the conversations this worker keeps (as a new worker has none): the next model calls are sent
+    whole."""
+    _CONVERSATIONS.clear()
+
+
+def _conversation(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The whole conversation of a model call: its messages, after those of the conversation it names (`since`:
+    the run and the digest of what was sent before, kept by this worker); kept for the next call."""
+    messages: list[dict[str, Any]] = data["messages"]
+    since = data.get("since")
+    if since is not None:
+        before = _CONVERSATIONS.get(since["run"], since["digest"])
+        if before is None:
+            raise ApplicationError(
+                "this worker does not keep the conversation the model call goes on from",
+                type=MISSING,
+                non_retryable=True,
+            )
+        messages = [*before, *messages]
+    keep = data.get("keep")
+    if keep is not None:
+        added = sum(len(json.dumps(m)) for m in data["messages"])
+        _CONVERSATIONS.put(keep["run"], keep["digest"], messages, added)
+    return messages
 
 
 def _tool_activity(agent: Agent[Any], tool: Tool, options: ActivityOptions) -> Callable[..., Any]:

@@ -9,18 +9,20 @@ the workflow's history, so a replacement worker never asks for it again.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, CancelledError, TimeoutError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
 from temporalio.workflow import ActivityCancellationType
 
 from .._calls import ModelCall, ToolCall
 from .._results import ModelResponse, ToolResult
-from ._activities import model_activity_name, tool_activity_name, tool_call_data
+from ._activities import MISSING, model_activity_name, tool_activity_name, tool_call_data
 from ._approvals import listen, wait_for_decisions
 from ._determinism import NotDeterministic, refuse_nondeterministic, unregistered
 from ._events import EventLog
@@ -41,22 +43,45 @@ def cancelled(failure: ActivityError) -> asyncio.CancelledError | None:
 
 
 class ActivityModel:
-    """A workflow's stand-in for a model: `request(call)` asks the real model in the agent's model activity."""
+    """A workflow's stand-in for a model: `request(call)` asks the real model in the agent's model activity.
 
-    def __init__(self, model: Any, options: ActivityOptions) -> None:
+    The activity is sent only the messages added since the run's last model call, and the digest of those
+    before (`sent`), so the history records a conversation about once, not once a step; a worker that does
+    not keep the rest answers `ConversationMissing`, and the call is sent whole.
+    """
+
+    def __init__(self, model: Any, options: ActivityOptions, sent: dict[str, list[str]]) -> None:
         self.model = model
         self.name = str(getattr(model, "name", type(model).__name__))
         self.options = options
+        self.sent = sent
 
     async def request(self, call: ModelCall) -> ModelResponse:
-        options = self.options
         data = call_data(call, self.name)
         output = data["output"]
         if output is not None:  # where the worker finds the type: a run's own output_type is not the agent's
             kind = call.output_type
             output["type"] = f"{getattr(kind, '__module__', '')}:{getattr(kind, '__qualname__', '')}"
+        run_id, messages = call.run.id, data["messages"]
+        digests = [_digest(message) for message in messages]
+        before = self.sent.get(run_id)
+        data["keep"] = {"run": run_id, "digest": _chain(digests)}
+        if before and digests[: len(before)] == before:
+            try:
+                return await self._asked(
+                    call,
+                    {**data, "messages": messages[len(before) :], "since": {"run": run_id, "digest": _chain(before)}},
+                    digests,
+                )
+            except ActivityError as failure:
+                if not _missing(failure):
+                    raise
+        return await self._asked(call, data, digests)
+
+    async def _asked(self, call: ModelCall, data: dict[str, Any], digests: list[str]) -> ModelResponse:
+        options = self.options
         try:
-            data = await workflow.execute_activity(
+            answer = await workflow.execute_activity(
                 model_activity_name(call.run.agent.name),
                 data,
                 start_to_close_timeout=options.start_to_close_timeout,
@@ -66,10 +91,28 @@ class ActivityModel:
                 result_type=dict,
             )
         except ActivityError as failure:
+            if _missing(failure):
+                raise
+            self.sent[call.run.id] = digests  # the worker kept it before it asked the model
             if (stopped := cancelled(failure)) is not None:
                 raise stopped from failure
             raise model_error_from(failure) from failure
-        return response_from(data)
+        self.sent[call.run.id] = digests
+        return response_from(answer)
+
+
+def _digest(message: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(message, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _chain(digests: list[str]) -> str:
+    """One digest for a conversation: its messages' digests, in order."""
+    return hashlib.sha256("".join(digests).encode()).hexdigest()[:32]
+
+
+def _missing(failure: ActivityError) -> bool:
+    cause = failure.cause
+    return isinstance(cause, ApplicationError) and cause.type == MISSING
 
 
 class WorkflowClock:
@@ -99,6 +142,8 @@ class WorkflowBoundary:
         self.tools = tools
         """The tools that have an activity, by agent name."""
         self.decisions = listen(waiting_attribute)
+        self.sent: dict[str, list[str]] = {}
+        """The digests of the messages each run's last model activity was sent (`ActivityModel`)."""
         self.log = EventLog()
         """Every run's events, numbered (`onion.temporal.events` and `follow` read it)."""
         """The pause's calls and the decisions `decide` sent (`pending` answers from them)."""
@@ -132,7 +177,7 @@ class WorkflowBoundary:
         return self.log.events_of(run_id)
 
     def model(self, call: ModelCall) -> ActivityModel:
-        return ActivityModel(call.model, self.options)
+        return ActivityModel(call.model, self.options, self.sent)
 
     async def tool(self, call: ToolCall, invoke: Callable[[], Awaitable[Any]]) -> ToolResult:
         tool, options = call.tool, self.options

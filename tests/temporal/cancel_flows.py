@@ -12,6 +12,7 @@ from temporalio.common import RetryPolicy
 
 from onion import Agent, ModelCall, ToolCall, ToolNext, ToolResult, tool
 from onion.temporal import ActivityOptions
+from onion.temporal._activities import forget_conversations
 from onion.testing import FunctionModel, call
 
 SEEN: list[str] = []
@@ -129,3 +130,40 @@ class Archive:
     @workflow.run
     async def run(self, question: str) -> str:
         return (await archive.run(question)).output
+
+
+PAGE = "lorem ipsum " * 1_700
+"""About 20 KB: each page the long agent reads adds that much to its conversation."""
+
+FORGET_AT: list[int] = []
+"""The page after which the worker forgets the conversations it keeps (as a new worker would not have them)."""
+
+
+@tool
+def page(n: int) -> str:
+    """Reads page `n` of a long document."""
+    if FORGET_AT and n == FORGET_AT[0]:
+        forget_conversations()
+    return f"page {n}: {PAGE}"
+
+
+def reader(model_call: ModelCall) -> Any:
+    """Reads 40 pages one model call at a time, then says how many pages its conversation held."""
+    read = [m for m in model_call.messages if m.role == "tool"]
+    if len(read) < 40:
+        return [call("page", n=len(read) + 1)]
+    return f"read {len(read)} pages, {sum(len(m.text) for m in read)} characters"
+
+
+long_reader = Agent(FunctionModel(reader, name="reader"), name="long-reader", tools=[page])
+
+AGENTS.append(long_reader)
+
+
+@workflow.defn
+class LongRead:
+    """Runs the long reader: 41 model calls over a conversation that grows to about 800 KB."""
+
+    @workflow.run
+    async def run(self, question: str) -> str:
+        return (await long_reader.run(question)).output
