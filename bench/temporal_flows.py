@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from temporalio import workflow
@@ -56,3 +57,28 @@ class LongWorkload:
     @workflow.run
     async def run(self, steps: int) -> str:
         return (await long_agent.run(f"{steps} ticks over this document: {DOCUMENT}")).output
+
+
+@tool
+def stamp(n: int) -> str:
+    """The time this tool call ended (seconds since the epoch), for a follower to measure how late it hears."""
+    return repr(time.time())
+
+
+def _stamper(call: ModelCall) -> Any:
+    """Calls `stamp` 10 times, one model call each, then answers."""
+    done = sum(1 for message in call.messages if message.role == "tool")
+    return [request("stamp", n=done + 1)] if done < 10 else "stamped"
+
+
+stamping_agent = Agent(FunctionModel(_stamper, name="stamper"), name="bench-stamp", tools=[stamp], checked=False)
+"""A run of 10 tool calls, each answering when it ended."""
+
+
+@workflow.defn
+class Stamping:
+    """One run of the stamping agent."""
+
+    @workflow.run
+    async def run(self, question: str) -> str:
+        return (await stamping_agent.run(question)).output

@@ -23,8 +23,7 @@ EVENTS = "onion.events"
 
 
 class EventLog:
-    """The events of a workflow's runs, numbered from 1 (`seq`), each `{"seq", "run_id", "type", "at", "data"}`
-    (`at`: the workflow's time, seconds since the epoch)."""
+    """The events of a workflow's runs, numbered from 1 (`seq`), each `{"seq", "run_id", "type", "data"}`."""
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
@@ -45,8 +44,7 @@ class EventLog:
         return emit
 
     def add(self, run_id: str, kind: str, data: dict[str, Any]) -> None:
-        at = workflow.time()
-        self.events.append({"seq": len(self.events) + 1, "run_id": run_id, "type": kind, "at": at, "data": data})
+        self.events.append({"seq": len(self.events) + 1, "run_id": run_id, "type": kind, "data": data})
 
     def paused(self, result: RunResult[Any]) -> None:
         pending = [call.to_dict() for call in result.pending]
