@@ -5,7 +5,11 @@ from __future__ import annotations
 import runpy
 from pathlib import Path
 
+import pytest
+
 EXAMPLES = Path(__file__).parents[2] / "examples"
+
+pytestmark = pytest.mark.slow  # a real uvicorn server
 
 
 async def test_serve_app_example_pauses_lists_and_approves_a_run_over_http() -> None:

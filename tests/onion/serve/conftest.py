@@ -17,3 +17,11 @@ from live_server import Served, servers
 def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Served]]:
     """`serving(store=True, token=TOKEN)`: a running server of `served_agent:app`; stopped after the module."""
     yield from servers(tmp_path_factory)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test of a real uvicorn process (the `serving` fixture) is `slow`: `pytest -m 'not slow'` keeps the
+    in-process ones."""
+    for item in items:
+        if "serving" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
