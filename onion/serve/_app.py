@@ -26,7 +26,7 @@ from ._auth import SIGN_IN_HOURS, Auth, BodyTooLarge, Doors, Guard
 from ._bodies import MAX_BODY, Problem, decisions, parse_json, result_json, run_request
 from ._channel import Channel, Channels, name_the_channel
 from ._notify import Notify
-from ._page import FormProblem, error_page, form_decisions, inbox_page, notice_page, sign_in_page
+from ._page import CSP, Filters, FormProblem, error_page, form_decisions, inbox_page, notice_page, sign_in_page
 from ._runs import (
     already_decided,
     decide,
@@ -40,6 +40,8 @@ from ._runs import (
     start,
     store_of,
 )
+from ._trace import CSP as TRACE_CSP
+from ._trace import Traced, Traces
 
 FORM = "application/x-www-form-urlencoded"
 logger = logging.getLogger("onion.serve")
@@ -58,6 +60,7 @@ def serve(
     heartbeat: float = 15.0,
     max_body: int = MAX_BODY,
     keep_events: float = 600.0,
+    traces: int = 100,
 ) -> Starlette:
     """A Starlette app serving `agent`: runs (JSON or SSE), the store's runs and decisions, AG-UI, the page.
 
@@ -69,14 +72,17 @@ def serve(
     `allowed_hosts`: the `Host` names answered (default: loopback names without credentials, else any).
     `heartbeat`: seconds between SSE comments while a run sends nothing. `max_body`: the largest request body,
     in bytes. `keep_events`: seconds a streamed run's events stay for clients that reconnect
-    (`GET /runs/{run_id}/events`). `agent` is not changed: the server runs it with its own run layers beside
-    it (one names each streamed run's channel; `notify`'s tells the webhook).
+    (`GET /runs/{run_id}/events`). `traces`: how many runs' traces this process keeps for
+    `GET /runs/{run_id}/trace` (tracing is on while the app is served; 0: off, no traces). `agent` is not
+    changed: the server runs it with its own run layers beside it (one names each streamed run's channel;
+    `notify`'s tells the webhook).
     """
     if token is not None and (not isinstance(token, str) or not token):
         raise ValueError("serve(token=...): the token must be a non-empty string (or None for no auth)")
     doors = Doors(token, tokens, auth, agent.name)
     deciders = None if approvers is None else frozenset([approvers] if isinstance(approvers, str) else approvers)
     channels = Channels(keep_events)
+    kept = Traces(traces)
     beside = [name_the_channel] if notify is None else [name_the_channel, Notify(notify, notify_page)]
     agent = agent._restacked(*beside, agent.stack)
 
@@ -212,10 +218,25 @@ def serve(
         shown_inbox = None
         if agent.store is not None:
             decided_run = request.query_params.get("decided")
-            shown_inbox = await inbox_of(agent, agent.store, principal, number, decided_run)
+            filters = Filters.of(request.query_params)
+            shown_inbox = await inbox_of(agent, agent.store, principal, number, decided_run, filters)
             shown_inbox.signed_in = request.scope["state"]["onion_signed_in"]
             shown_inbox.root = root_of(request)
-        return HTMLResponse(inbox_page(shown_inbox, agent.name, request.scope["state"]["onion_csrf"]))
+        shown_page = inbox_page(shown_inbox, agent.name, request.scope["state"]["onion_csrf"])
+        return HTMLResponse(shown_page, headers={"content-security-policy": CSP})
+
+    async def get_trace(request: Request) -> Response:
+        """onion's HTML trace of a run this process ran (`traces`); 404 for a run not yours, or not kept here."""
+        run_id = request.path_params["run_id"]
+        await shown(store_of(agent), agent.name, run_id, principal_of(request))
+        traced = kept.page(run_id)
+        if traced is None:
+            said = (
+                f"This server process keeps no trace of run {run_id}: it ran in another process, before a restart, "
+                f"or more than {kept.keep} runs ago (serve(traces=N) keeps N)."
+            )
+            return HTMLResponse(error_page(404, said, root_of(request)), 404)
+        return HTMLResponse(traced, headers={"content-security-policy": TRACE_CSP})
 
     async def sign_in(request: Request) -> Response:
         fields = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
@@ -250,7 +271,8 @@ def serve(
 
     async def problem(request: Request, error: Exception) -> Response:
         status, message = (error.status, error.message) if isinstance(error, Problem) else (413, str(error))
-        page_asked = request.scope["path"] in (root_of(request), f"{root_of(request)}/")
+        path = request.scope["path"]
+        page_asked = path in (root_of(request), f"{root_of(request)}/") or path.endswith("/trace")
         if request.headers.get("content-type", "").startswith(FORM) or page_asked:
             return HTMLResponse(error_page(status, message, root_of(request)), status)
         return JSONResponse({"error": message}, status)
@@ -265,12 +287,17 @@ def serve(
         Route("/runs/{run_id}/decisions", post_decisions, methods=["POST"]),
         Route("/runs/{run_id}/events", get_events, methods=["GET"]),
         Route("/runs/{run_id}/resume", post_resume, methods=["POST"]),
+        Route("/runs/{run_id}/trace", get_trace, methods=["GET"]),
         Route("/ag-ui", ag_ui, methods=["POST"]),
     ]
     return Starlette(
         routes=routes,
-        middleware=[Middleware(Guard, doors=doors, max_body=max_body, allowed_hosts=allowed_hosts)],
+        middleware=[
+            Middleware(Guard, doors=doors, max_body=max_body, allowed_hosts=allowed_hosts),
+            Middleware(Traced, traces=kept),
+        ],
         exception_handlers={Problem: problem, BodyTooLarge: problem},
+        lifespan=kept.lifespan,
     )
 
 

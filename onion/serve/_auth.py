@@ -226,14 +226,18 @@ HEADERS = [
 
 
 def guarded(send: Send) -> Send:
-    """`send` that adds `HEADERS` to the answer, and `Cache-Control: no-store` unless the route set one (SSE)."""
+    """`send` that adds `HEADERS` to the answer (those the route did not set: a page's own
+    `Content-Security-Policy` allowing its script by hash), and `Cache-Control: no-store` unless the route set one
+    (SSE)."""
 
     async def sending(message: Message) -> None:
         if message["type"] == "http.response.start":
             headers = list(message.get("headers", []))
-            if not any(name.lower() == b"cache-control" for name, _ in headers):
+            names = {name.lower() for name, _ in headers}
+            if b"cache-control" not in names:
                 headers.append((b"cache-control", b"no-store"))
-            message = {**message, "headers": headers + HEADERS}
+            added = [h for h in HEADERS if h[0] not in names]  # a page with a script sets its own policy
+            message = {**message, "headers": headers + added}
         await send(message)
 
     return sending

@@ -1,7 +1,9 @@
 """The page for people (`GET /`): waiting runs first, each call with its context, and decisions made safely.
 
-No JavaScript, nothing fetched from outside: plain HTML forms (a page that
-waits on a run refreshes itself with a `<meta>` refresh). Everything shown
+Nothing fetched from outside: plain HTML forms, and one inline script, allowed
+by its hash (`CSP`), that reloads the page every few seconds until the person
+starts deciding (types, chooses, or has a field focused); without scripts, a
+page that waits on a run refreshes itself with a `<meta>` refresh. Everything shown
 comes from the store and is escaped. A card shows what a person needs to
 decide: the run's input, the conversation so far (collapsed), the tool's
 description, the reason, the run's age, agent, session and principal, and its
@@ -13,11 +15,15 @@ field. Nothing is pre-selected: a call left without a choice is named.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
+from urllib.parse import urlencode
 
 from onion import Message, RunState, untrusted_sources
 from onion.scrub import SECRET_NAME, SECRETS, scrub
@@ -30,18 +36,43 @@ fieldset{border:1px solid #ccc;border-radius:4px;margin:.6em 0}
 textarea,input[type=text]{width:100%;font:13px monospace;box-sizing:border-box}
 pre{background:#f4f4f4;padding:.5em;white-space:pre-wrap;word-break:break-word}.meta{color:#555;font-size:13px}
 .error{color:#a00}.secret{font-style:italic;color:#555}.untrusted{border-left:4px solid #c60;padding-left:.6em}
-:focus{outline:3px solid #36c}button{font-size:15px;margin-right:.5em}"""
+:focus{outline:3px solid #36c}button{font-size:15px;margin-right:.5em}.wide{overflow-x:auto}
+.filters{margin:.6em 0}.filters input{width:10em}
+@media (max-width:600px){body{font-size:16px}button{margin:.3em .3em .3em 0;padding:.4em .8em}}"""
+SCRIPT = """let touched = false;
+addEventListener("input", () => { touched = true; });
+addEventListener("change", () => { touched = true; });
+setInterval(() => {
+  const busy = document.activeElement && document.activeElement !== document.body;
+  if (!touched && !busy) location.reload();
+}, 1000 * Number(document.body.dataset.refresh));"""
+"""The page's one script: reload every `data-refresh` seconds, never once the person started deciding."""
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src "
+    f"'sha256-{base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()}'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+"""The runs page's policy: its own script (by its hash) may run; nothing is fetched, no other site frames it."""
+REFRESH = 10
+"""Seconds between reloads of the runs page (2 while a decided run runs)."""
 PER_PAGE = 20
 KINDS = {"tool": "tool call", "model": "model call", "budget": "budget", "run": "run", "in_doubt": "may have run"}
 """How the page names a pending call's kind."""
 
 
-def page(title: str, body: str, *, refresh: int | None = None) -> str:
+def page(title: str, body: str, *, refresh: int | None = None, reload: int | None = None) -> str:
+    """A whole page; `refresh`: a `<meta>` refresh (inside `<noscript>` with `reload`), `reload`: seconds between
+    the script's reloads (a page sent with `CSP`)."""
     meta = "" if refresh is None else f"<meta http-equiv=refresh content={refresh}>"
+    if reload is not None and meta:
+        meta = f"<noscript>{meta}</noscript>"
+    script = "" if reload is None else f"<script>{SCRIPT}</script>"
+    where = "" if reload is None else f" data-refresh={reload}"
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         "<meta name=viewport content='width=device-width, initial-scale=1'>"
-        f"{meta}<title>{escape(title)}</title><style>{STYLE}</style></head><body>{body}</body></html>"
+        f"{meta}<title>{escape(title)}</title><style>{STYLE}</style></head>"
+        f"<body{where}>{body}{script}</body></html>"
     )
 
 
@@ -77,6 +108,55 @@ class Card:
     tools: dict[str, str] = field(default_factory=dict)
 
 
+STATUSES = {
+    "paused": "waiting for a decision",
+    "running": "running",
+    "resumable": "resumable (its worker stopped)",
+    "failed": "failed",
+    "completed": "completed",
+}
+"""The statuses a person may filter on, as the filter form names them."""
+
+
+@dataclass(slots=True)
+class Filters:
+    """Which runs the page shows (`?status=&agent=&session=&principal=`): empty fields filter nothing."""
+
+    status: str = ""
+    agent: str = ""
+    session: str = ""
+    principal: str = ""
+
+    @classmethod
+    def of(cls, query: Mapping[str, str]) -> Filters:
+        status = query.get("status", "")
+        return cls(
+            status if status in STATUSES else "",
+            query.get("agent", "").strip(),
+            query.get("session", "").strip(),
+            query.get("principal", "").strip(),
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.status or self.agent or self.session or self.principal)
+
+    def query(self, **more: Any) -> str:
+        """These filters (and `more`) as a query string, `?` included."""
+        given = {"status": self.status, "agent": self.agent, "session": self.session, "principal": self.principal}
+        given.update(more)
+        return "?" + urlencode({k: v for k, v in given.items() if v not in ("", None)})
+
+    def keeps(self, run: Mapping[str, Any], principal: str | None) -> bool:
+        """Whether a run (a `summary` with its `shown_status`, and its principal's id) passes."""
+        status = "resumable" if run.get("shown_status") else run["status"]
+        return (
+            (not self.status or status == self.status)
+            and (not self.agent or run["agent"] == self.agent)
+            and (not self.session or (run["session"] or "") == self.session)
+            and (not self.principal or principal == self.principal)
+        )
+
+
 @dataclass(slots=True)
 class Inbox:
     """What `GET /` shows: the cards of one page of waiting runs, every run's row, and where the pages are."""
@@ -92,6 +172,11 @@ class Inbox:
     signed_in: bool = False
     root: str = ""
     """Where the app is mounted (`root_path`): every link and form starts with it."""
+    filters: Filters = field(default_factory=Filters)
+    agents: list[str] = field(default_factory=list)
+    """The agents whose runs the page may show (the filter's choices)."""
+    every_waiting: int = 0
+    """How many runs wait, filters or not."""
 
 
 def inbox_page(inbox: Inbox | None, agent: str, csrf: str) -> str:
@@ -109,23 +194,57 @@ def inbox_page(inbox: Inbox | None, agent: str, csrf: str) -> str:
         )
     if inbox.notice:
         parts.append(f"<p class=notice id=notice role=status>{escape(inbox.notice)}</p>")
-    parts.append(f"<p id=waiting>{inbox.waiting} run{'s' if inbox.waiting != 1 else ''} waiting for a decision</p>")
+    waiting = f"{inbox.waiting} run{'s' if inbox.waiting != 1 else ''} waiting for a decision"
+    if inbox.filters:
+        waiting += f" (of {inbox.every_waiting} in all)"
+    parts.append(f"<p id=waiting role=status>{waiting}</p>{filter_form(inbox)}")
     parts += [paused_form(card, csrf, inbox.root) for card in inbox.cards]
     if inbox.pages > 1:
         current = " aria-current=page"
         links = " ".join(
-            f"<a href='{escape(inbox.root)}/?page={n}' id='page-{n}'{current if n == inbox.page else ''}>{n}</a>"
+            f"<a href='{escape(inbox.root)}/{escape(inbox.filters.query(page=n))}' id='page-{n}'"
+            f"{current if n == inbox.page else ''}>{n}</a>"
             for n in range(1, inbox.pages + 1)
         )
         parts.append(f"<nav aria-label='pages of waiting runs'>Pages: {links}</nav>")
     rows = "".join(row(r, csrf, inbox.root) for r in inbox.runs)
     header = (
-        "<tr><th>run</th><th>status</th><th>pending</th><th>session</th><th>tenant</th><th>updated</th><th></th></tr>"
+        "<tr><th>run</th><th>status</th><th>pending</th><th>session</th><th>tenant</th><th>updated</th>"
+        "<th>trace</th><th></th></tr>"
     )
-    parts.append(f"<h2>All runs</h2><table>{header}{rows}</table>")
+    parts.append(f"<h2>All runs</h2><div class=wide><table>{header}{rows}</table></div>")
     if not inbox.runs:
-        parts.append("<p>No runs yet.</p>")
-    return page("Runs", "".join(parts), refresh=5 if inbox.running else None)
+        parts.append("<p>No runs yet.</p>" if not inbox.filters else "<p>No run passes these filters.</p>")
+    title = f"({inbox.every_waiting}) Runs" if inbox.every_waiting else "Runs"
+    return page(title, "".join(parts), refresh=2 if inbox.running else None, reload=2 if inbox.running else REFRESH)
+
+
+def filter_form(inbox: Inbox) -> str:
+    """The filters (a GET form: the filtered page has its own address), each field labelled."""
+    given = inbox.filters
+
+    def choices(options: Mapping[str, str], chosen: str, anything: str) -> str:
+        listed = [f"<option value=''>{anything}</option>"]
+        listed += [
+            f"<option value='{escape(value)}'{' selected' if value == chosen else ''}>{escape(text)}</option>"
+            for value, text in options.items()
+        ]
+        return "".join(listed)
+
+    agents = {name: name for name in inbox.agents}
+    clear = f" <a href='{escape(inbox.root)}/' id=clear-filters>Clear the filters</a>" if given else ""
+    return (
+        f"<form method=get action='{escape(inbox.root)}/' id=filters class=filters role=search>"
+        f"<label for=filter-status>Status</label> <select name=status id=filter-status>"
+        f"{choices(STATUSES, given.status, 'any status')}</select> "
+        f"<label for=filter-agent>Agent</label> <select name=agent id=filter-agent>"
+        f"{choices(agents, given.agent, 'any agent')}</select> "
+        f"<label for=filter-session>Session</label> <input type=text name=session id=filter-session "
+        f"value='{escape(given.session)}'> "
+        f"<label for=filter-principal>Principal</label> <input type=text name=principal id=filter-principal "
+        f"value='{escape(given.principal)}'> "
+        f"<button type=submit id=filter>Filter</button>{clear}</form>"
+    )
 
 
 def row(run: dict[str, Any], csrf: str = "", root: str = "") -> str:
@@ -140,10 +259,11 @@ def row(run: dict[str, Any], csrf: str = "", root: str = "") -> str:
             f"<input type=hidden name=csrf value='{escape(csrf)}'>"
             f"<button type=submit id='resume-{run_id}'>Resume</button></form>"
         )
+    trace = f"<a href='{escape(root)}/runs/{run_id}/trace' id='row-trace-{run_id}'>trace of {run_id}</a>"
     return (
         f"<tr id='row-{run_id}'><td>{run_id}</td><td class=status>{status}</td><td>{len(run['pending'])}</td>"
         f"<td>{escape(run['session'] or '')}</td><td>{escape(run.get('tenant') or '')}</td>"
-        f"<td>{escape(ago(run['updated']))}</td><td>{resume}</td></tr>"
+        f"<td>{escape(ago(run['updated']))}</td><td>{trace}</td><td>{resume}</td></tr>"
     )
 
 
@@ -163,7 +283,9 @@ def paused_form(card: Card, csrf: str, root: str = "") -> str:
     calls = "".join(call_fieldset(call, card.tools.get(call.name, "")) for call in state.pending)
     return (
         f"<form class=paused id='run-{run_id}' method=post action='{escape(root)}/runs/{run_id}/decisions'>"
-        f"<h2>{run_id} waits</h2>{context(card)}{untrusted_before(state)}"
+        f"<h2>{run_id} waits</h2>{context(card)}"
+        f"<p><a href='{escape(root)}/runs/{run_id}/trace' id='trace-{run_id}'>The trace of {run_id}</a></p>"
+        f"{untrusted_before(state)}"
         f"<input type=hidden name=csrf value='{escape(csrf)}'>{calls}"
         f"<p><button type=submit id='decide-{run_id}'>Decide</button>"
         f"<button type=submit name=all value=approve id='approve-all-{run_id}'>Approve the rest</button>"

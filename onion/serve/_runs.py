@@ -20,7 +20,7 @@ from onion.stores import RunRecord, Store
 
 from ._bodies import Problem, RunRequest, event_json, event_name
 from ._channel import Channel, Channels, current
-from ._page import PER_PAGE, Card, Inbox
+from ._page import PER_PAGE, Card, Filters, Inbox
 
 
 def error_json(error: BaseException) -> dict[str, str]:
@@ -115,16 +115,31 @@ async def shown(store: Store, agent: str, run_id: str, principal: Principal | No
 
 
 async def inbox_of(
-    agent: Agent[Any], store: Store, principal: Principal | None, number: int, decided_run: str | None
+    agent: Agent[Any],
+    store: Store,
+    principal: Principal | None,
+    number: int,
+    decided_run: str | None,
+    filters: Filters | None = None,
 ) -> Inbox:
     """What the page shows `principal`: page `number` of the waiting runs (oldest first, none ever dropped),
-    the most recent runs, and, after a decision on `decided_run`, what came of it."""
+    the most recent runs, those that pass `filters` only, and, after a decision on `decided_run`, what came of
+    it."""
+    filters = filters or Filters()
     every = await (
         store.runs(limit=2**31 - 1) if principal is None else store.runs(limit=2**31 - 1, tenant=principal.tenant)
     )
     records = [r for r in every if r.agent == agent.name]
     now = time.time()
-    waiting = sorted((r for r in records if r.status == "paused" and r.state), key=lambda r: r.created)
+    rows = []
+    for record in records:
+        row = summary(record)
+        if record.status == "running" and record.lease_expires is not None and record.lease_expires < now:
+            row["shown_status"] = "resumable (its worker stopped)"
+        rows.append((record, row))
+    if filters:
+        rows = [(r, row) for r, row in rows if filters.keeps(row, principal_id(r) if filters.principal else None)]
+    waiting = sorted((r for r, _ in rows if r.status == "paused" and r.state), key=lambda r: r.created)
     pages = max(1, -(-len(waiting) // PER_PAGE))
     number = min(number, pages)
     tools = {tool.name: tool.description for tool in agent.tools}
@@ -132,16 +147,20 @@ async def inbox_of(
         Card(summary(r), RunState.from_json(r.state or ""), tools)
         for r in waiting[(number - 1) * PER_PAGE : number * PER_PAGE]
     ]
-    rows = []
-    for record in records[:100]:
-        row = summary(record)
-        if record.status == "running" and record.lease_expires is not None and record.lease_expires < now:
-            row["shown_status"] = "resumable (its worker stopped)"
-        rows.append(row)
-    inbox = Inbox(agent.name, cards, rows, len(waiting), number, pages)
+    inbox = Inbox(agent.name, cards, [row for _, row in rows[:100]], len(waiting), number, pages)
+    inbox.filters, inbox.agents = filters, [agent.name]
+    inbox.every_waiting = sum(1 for r in records if r.status == "paused" and r.state)
     if decided_run is not None:
         inbox.notice, inbox.running = await decided_notice(store, agent.name, decided_run, principal)
     return inbox
+
+
+def principal_id(record: RunRecord) -> str | None:
+    """The id of the principal a run is for, from its saved state (None: none, or no state saved yet)."""
+    if not record.state:
+        return None
+    state = RunState.from_json(record.state)
+    return None if state.principal is None else state.principal.id
 
 
 async def decided_notice(store: Store, agent: str, run_id: str, principal: Principal | None) -> tuple[str, bool]:

@@ -194,3 +194,67 @@ async def test_a_failed_run_has_a_resume_button_that_goes_on_with_it() -> None:
             await asyncio.sleep(0.02)
         shown = (await http.get(f"/?decided={record.run_id}")).text
     assert "It completed: Found her." in text(shown)
+
+
+async def test_a_card_links_to_the_trace_this_server_captured_of_its_run() -> None:
+    """While the app is served (its lifespan), the runs it starts are traced: a card's link opens onion's HTML
+    trace of the run (secrets scrubbed, its script allowed by hash); a run this process never ran says so."""
+    from onion import _chains
+
+    agent = mailer(MemoryStore())
+    app = serve(agent)
+    async with app.router.lifespan_context(app), client(app) as http:
+        paused = (await http.post("/runs", json={"input": "tell Ada"})).json()
+        run_id = paused["run_id"]
+        assert f"href='/runs/{run_id}/trace'" in (await http.get("/")).text
+        traced = await http.get(f"/runs/{run_id}/trace")
+        other = await agent.run("tell Ada")  # run outside the server: nothing of it is kept
+        untraced = await http.get(f"/runs/{other.run_id}/trace")
+        unknown = await http.get("/runs/nobody/trace")
+    assert traced.status_code == 200 and "onion trace" in traced.text
+    assert "tool find_customer(name=&#x27;Ada&#x27;)" in traced.text and API_KEY not in traced.text
+    assert "script-src 'sha256-" in traced.headers["content-security-policy"]
+    assert untraced.status_code == 404 and "keeps no trace of run" in text(untraced.text)
+    assert unknown.status_code == 404 and "no run" in text(unknown.text)
+    assert _chains.active is None  # tracing is off again once the app stops
+
+
+async def test_filters_narrow_the_cards_and_the_runs_and_paging_keeps_them() -> None:
+    """`?status=`, `?session=`, `?principal=` (and `?agent=`) narrow what the page shows; the count says how many
+    wait of how many in all; the page links of a filtered page keep the filters; the form is a GET form."""
+    from onion import Principal
+
+    tokens = {"tok-ana": Principal("ana"), "tok-bob": Principal("bob")}
+    store = MemoryStore()
+    for who, session in (("ana", "s1"), ("bob", "s2"), ("bob", "s3")):
+        app = serve(mailer(store), tokens=tokens)
+        async with client(app) as http:
+            answer = await http.post(
+                "/runs", json={"input": "tell Ada", "session": session}, headers={"authorization": f"Bearer tok-{who}"}
+            )
+            assert answer.json()["status"] == "paused"
+    shown: dict[str, str] = {}
+    async with client(app) as http:
+        for query in ("", "?principal=bob", "?session=s1", "?status=completed", "?agent=mailer&principal=ana"):
+            answer = await http.get("/" + query, headers={"authorization": "Bearer tok-ana"})
+            shown[query] = answer.text
+    cards = {q: len(re.findall(r"<form class=paused", page)) for q, page in shown.items()}
+    assert cards == {
+        "": 3,
+        "?principal=bob": 2,
+        "?session=s1": 1,
+        "?status=completed": 0,
+        "?agent=mailer&principal=ana": 1,
+    }
+    assert "2 runs waiting for a decision (of 3 in all)" in text(shown["?principal=bob"])
+    assert "<title>(3) Runs</title>" in shown[""] and "<form method=get action='/' id=filters" in shown[""]
+    assert "value='s1'" in shown["?session=s1"] and "No run passes these filters." in shown["?status=completed"]
+
+
+def test_the_filter_query_keeps_the_filters_for_each_page() -> None:
+    """A page link of a filtered page is the same filters and that page."""
+    from onion.serve._page import Filters
+
+    filters = Filters.of({"status": "paused", "session": "s 1", "principal": "", "agent": "nope?"})
+    assert filters.query(page=2) == "?status=paused&agent=nope%3F&session=s+1&page=2"
+    assert Filters.of({"status": "bogus"}).status == "" and not Filters.of({})
