@@ -12,6 +12,7 @@ import traceback
 from collections.abc import Iterable
 from typing import Any
 
+from .. import clock
 from .._calls import ModelCall, ToolBatch, ToolCall
 from .._messages import Message, Usage
 from .._results import ModelResponse, ToolResult
@@ -117,7 +118,8 @@ class OpenTelemetry:
     def open(self, span: Span) -> None:
         kind = self._client if span.kind == "model" else self._internal
         name = SPAN_NAMES[span.kind].format(span.name)
-        opened = self._tracer.start_span(name, kind=kind, attributes=self._opening(span))
+        start = round(clock.time() * 1e9) if clock.replaying() else None  # the time it first opened, not now
+        opened = self._tracer.start_span(name, kind=kind, attributes=self._opening(span), start_time=start)
         given = len(span.ctx.messages) if span.kind == "run" else 0
         span.handle = (opened, self._attach(self._in_context(opened)), given)
 
@@ -125,6 +127,8 @@ class OpenTelemetry:
         opened, token, given = span.handle
         span.handle = None
         self._detach(token)
+        if clock.replaying():  # a durable engine replays what was exported when it happened: not again
+            return
         opened.set_attributes(self._closing(span, given))
         error = span.error
         if error is not None:

@@ -174,7 +174,7 @@ OUTSIDE_WORKFLOWS = {
     "onion._runs_cli": "the CLI",
     "onion._runs_actions": "the CLI",
     "onion.temporal._activities": "activities run in the worker's ordinary Python",
-    "onion.tracing": "observes and never decides (its spans time themselves): not yet workflow-aware",
+    "onion.tracing": "observes and never decides (its spans time themselves; exported once, not on replay)",
     "middleware.cache": "declares nondeterministic",
     "middleware.rate_limit": "declares nondeterministic",
     "middleware.concurrency": "declares nondeterministic",
