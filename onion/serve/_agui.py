@@ -7,17 +7,22 @@ run that pauses finishes with the interrupt outcome, one interrupt per
 pending call (its id `<run_id>/<call_id>`); an input with `resume` entries
 decides them through the same path as `POST /runs/{run_id}/decisions` and
 streams the resumed run's events the same way.
+
+The run goes on in a task of its own, its events in a channel as a streamed
+`POST /runs` keeps them (`_channel.py`): heartbeats, a journaled run that
+outlives its client, `GET /runs/{run_id}/events` to follow it. Text that a
+`StreamReset` withdraws is taken back with a `MESSAGES_SNAPSHOT`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from ag_ui import core
-from ag_ui.encoder import EventEncoder
 from pydantic import ValidationError
 
 from onion import (
@@ -36,6 +41,7 @@ from onion import (
 )
 
 from ._bodies import Problem, jsonable
+from ._channel import Channel, Channels, current
 from ._runs import decided, error_json, resumed
 
 
@@ -49,26 +55,61 @@ def parse(data: dict[str, Any]) -> core.RunAgentInput:
         raise Problem(422, f"not an AG-UI RunAgentInput: field {where!r}: {first['msg']}") from None
 
 
-async def events(agent: Agent[Any], given: core.RunAgentInput, principal: Principal | None) -> AsyncIterator[bytes]:
-    """The AG-UI events of the run `given` asks for (or of the resume its `resume` entries decide), for
-    `principal`."""
-    encode = EventEncoder().encode
-    thread, run = given.thread_id, given.run_id
-    yield encode(core.RunStartedEvent(thread_id=thread, run_id=run)).encode()
-    try:
-        if given.resume:
-            run_id, decided_here = decisions(given.resume)
-            state = await decided(agent, run_id, decided_here, principal)
-            source = resumed(agent, state, principal)
-        else:
-            source = started(agent, given, principal)
-        async for event in translated(source, given):
-            yield encode(event).encode()
-    except Problem as problem:
-        yield encode(core.RunErrorEvent(message=problem.message, code=str(problem.status))).encode()
-    except Exception as error:
-        failed = error_json(error)
-        yield encode(core.RunErrorEvent(message=failed["message"], code=failed["error"])).encode()
+class Stream(Channel):
+    """The channel of one AG-UI run: AG-UI events only. The server naming it (`Channels.bind`, before the run's
+    first event) sends `RUN_STARTED`, onion's run id in its `metadata.run_id` (for `GET /runs/{run_id}/events`)."""
+
+    def __init__(self, given: core.RunAgentInput) -> None:
+        super().__init__()
+        self.given = given
+
+    def put(self, name: str, data: Any) -> None:
+        if name == "run_started":
+            begun = core.RunStartedEvent(thread_id=self.given.thread_id, run_id=self.given.run_id, metadata=data)
+            name, data = begun.type.value, wire(begun)
+        super().put(name, data)
+
+    def send(self, event: core.BaseEvent) -> None:
+        self.put(event.type.value, wire(event))
+
+    def failed(self, message: str, code: str) -> None:
+        """`RUN_ERROR` (after a `RUN_STARTED` without a run id when the run never began: a resume refused)."""
+        if self.run_id is None:
+            self.send(core.RunStartedEvent(thread_id=self.given.thread_id, run_id=self.given.run_id))
+        self.send(core.RunErrorEvent(message=message, code=code))
+
+
+def start(agent: Agent[Any], channels: Channels, given: core.RunAgentInput, principal: Principal | None) -> Stream:
+    """Run what `given` asks for (or the resume its `resume` entries decide), for `principal`, in a task of its
+    own, its AG-UI events into a new channel named after onion's run id (the run goes on when the client leaves,
+    as a streamed `POST /runs` does)."""
+    channel = Stream(given)
+
+    async def pump() -> None:
+        translation = Translation(given)
+        try:
+            if given.resume:
+                run_id, decided_here = decisions(given.resume)
+                state = await decided(agent, run_id, decided_here, principal)
+                source = resumed(agent, state, principal)
+            else:
+                current.set((channels, channel))  # the server's run layer names the channel
+                run_id, source = None, started(agent, given, principal)
+            async for event in source:
+                if run_id is not None:
+                    channels.bind(channel, run_id)  # a resume: named at its first event, once it claimed the run
+                for translated in translation.of(event):
+                    channel.send(translated)
+        except Problem as problem:
+            channel.failed(problem.message, str(problem.status))
+        except Exception as error:
+            failed = error_json(error)
+            channel.failed(failed["message"], failed["error"])
+        finally:
+            channels.ended(channel)
+
+    channel.task = channels.keep_running(asyncio.create_task(pump()))
+    return channel
 
 
 def started(agent: Agent[Any], given: core.RunAgentInput, principal: Principal | None) -> AsyncIterator[Event]:
@@ -82,31 +123,57 @@ def started(agent: Agent[Any], given: core.RunAgentInput, principal: Principal |
     return agent.stream(input, state=state, session=session, principal=principal)
 
 
-async def translated(source: AsyncIterator[Event], given: core.RunAgentInput) -> AsyncIterator[core.BaseEvent]:
-    """onion's events of a streamed run (or resume) as AG-UI events, text messages opened and closed around the
-    deltas."""
-    text: str | None = None
-    async for event in source:
+class Translation:
+    """onion's events of one run as AG-UI events, text messages opened and closed around the deltas; and the
+    messages the client holds meanwhile (its own, then this run's), for the `MESSAGES_SNAPSHOT` that takes back
+    the text of a model call a `StreamReset` withdraws."""
+
+    def __init__(self, given: core.RunAgentInput) -> None:
+        self.given = given
+        self.messages: list[Any] = list(given.messages)
+        self.text: core.AssistantMessage | None = None
+        """The text message open."""
+        self.this_call: set[str] = set()
+        """The ids of the text messages of the model call under way: what a `StreamReset` withdraws."""
+
+    def of(self, event: Event) -> Iterator[core.BaseEvent]:
+        """The AG-UI events of one onion event."""
         if isinstance(event, TextDelta) and event.text:
-            if text is None:
-                text = new_id()
-                yield core.TextMessageStartEvent(message_id=text, role="assistant")
-            yield core.TextMessageContentEvent(message_id=text, delta=event.text)
-        elif isinstance(event, StreamReset | ModelCallFinished | ToolCallStarted | RunFinished) and text is not None:
-            yield core.TextMessageEndEvent(message_id=text)
-            text = None
-        if isinstance(event, ToolCallStarted):
+            if self.text is None:
+                self.text = core.AssistantMessage(id=new_id(), content="")
+                self.messages.append(self.text)
+                self.this_call.add(self.text.id)
+                yield core.TextMessageStartEvent(message_id=self.text.id, role="assistant")
+            self.text.content = f"{self.text.content}{event.text}"
+            yield core.TextMessageContentEvent(message_id=self.text.id, delta=event.text)
+        elif (
+            isinstance(event, StreamReset | ModelCallFinished | ToolCallStarted | RunFinished) and self.text is not None
+        ):
+            yield core.TextMessageEndEvent(message_id=self.text.id)
+            self.text = None
+        if isinstance(event, StreamReset) and self.this_call:
+            self.messages = [m for m in self.messages if m.id not in self.this_call]
+            self.this_call = set()
+            yield core.MessagesSnapshotEvent(messages=self.messages)
+        elif isinstance(event, ModelCallFinished):
+            self.this_call = set()
+        elif isinstance(event, ToolCallStarted):
+            args = json.dumps(event.args)
+            called = core.ToolCall(
+                id=event.id, type="function", function=core.FunctionCall(name=event.name, arguments=args)
+            )
+            self.messages.append(core.AssistantMessage(id=event.id, tool_calls=[called]))
             yield core.ToolCallStartEvent(tool_call_id=event.id, tool_call_name=event.name)
-            yield core.ToolCallArgsEvent(tool_call_id=event.id, delta=json.dumps(event.args))
+            yield core.ToolCallArgsEvent(tool_call_id=event.id, delta=args)
             yield core.ToolCallEndEvent(tool_call_id=event.id)
         elif isinstance(event, ToolResultEvent):
-            content = event.result.text
+            result = core.ToolMessage(id=new_id(), tool_call_id=event.call_id, content=event.result.text)
+            self.messages.append(result)
             yield core.ToolCallResultEvent(
-                message_id=new_id(), tool_call_id=event.call_id, content=content, role="tool"
+                message_id=result.id, tool_call_id=event.call_id, content=result.content, role="tool"
             )
         elif isinstance(event, RunFinished):
-            for finished in finish(given, event.result):
-                yield finished
+            yield from finish(self.given, event.result)
 
 
 def finish(given: core.RunAgentInput, result: RunResult[Any]) -> list[core.BaseEvent]:
@@ -181,12 +248,9 @@ def text_of(message: Any) -> str:
     )
 
 
-def arguments(text: str) -> dict[str, Any]:
-    try:
-        parsed = json.loads(text or "{}")
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
+def wire(event: core.BaseEvent) -> dict[str, Any]:
+    """An AG-UI event as its JSON object (camelCase, unset fields left out), as `ag_ui.encoder` writes it."""
+    return event.model_dump(mode="json", by_alias=True)
 
 
 def new_id() -> str:

@@ -267,7 +267,7 @@ def serve(
         principal = principal_of(request)
         if given.resume:
             check_decider(principal, deciders)
-        return streamed(_agui.events(agent, given, principal))
+        return sse(_agui.start(agent, channels, given, principal))
 
     async def problem(request: Request, error: Exception) -> Response:
         status, message = (error.status, error.message) if isinstance(error, Problem) else (413, str(error))

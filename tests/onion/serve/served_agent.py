@@ -2,7 +2,8 @@
 
 Configured by the environment: FAKE_URL (the fake server), EFFECTS (a file each tool run appends a line to),
 ONION_TEST_DB (an SQLite store; none when unset), ONION_TEST_TOKEN (the token; none when unset).
-A question that says "costly" pauses its model calls (`kind` "model") until a person approves.
+A question that says "costly" pauses its model calls (`kind` "model") until a person approves; one that says
+"flaky" has a failed model call tried again (a stream cut midway is withdrawn: `StreamReset`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import anthropic  # noqa: F401  (imported as the server starts: see below)
 
-from middleware import approve
+from middleware import approve, retry
 from onion import Agent, ModelCall, tool
 from onion.providers import AnthropicModel
 from onion.serve import serve
@@ -59,6 +60,16 @@ async def costly(call: ModelCall, call_next: Any) -> Any:
     return await call_next(call)
 
 
+retried = retry(2, initial=0.0, jitter=0.0)
+
+
+async def flaky(call: ModelCall, call_next: Any) -> Any:
+    """A model layer: a model call for a question that says "flaky" is tried again when it fails."""
+    if any(m.role == "user" and "flaky" in m.text for m in call.messages):
+        return await retried.wrap_model(call, call_next)
+    return await call_next(call)
+
+
 database = os.environ.get("ONION_TEST_DB")
 model = AnthropicModel("claude-test", base_url=os.environ["FAKE_URL"], api_key="test-key")
 agent = Agent(
@@ -66,5 +77,5 @@ agent = Agent(
     tools=[lookup, delete, slow],
     name="served",
     store=SQLiteStore(database) if database else None,
-).use(approve("delete", reason="deleting needs a person"), costly)
+).use(approve("delete", reason="deleting needs a person"), costly, flaky)
 app = serve(agent, token=os.environ.get("ONION_TEST_TOKEN") or None, heartbeat=0.2)
