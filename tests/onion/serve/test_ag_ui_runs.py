@@ -1,5 +1,5 @@
 """AG-UI runs as solid as `/runs` on a real uvicorn server: their own task, heartbeats, a client that leaves and
-follows again at `/runs/{run_id}/events`, and text a retried model call withdraws."""
+follows again at `/runs/{run_id}/events`, a resume's ids, and text a retried (or replaced) model call withdraws."""
 
 from __future__ import annotations
 
@@ -7,12 +7,14 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import httpx2
 from ag_ui import core
 from live_server import Served, sse_events
 from test_ag_ui import EVENTS, assert_valid_order, run_input, texts
 
-from onion import Message, ModelResponse, ToolRequest
-from onion.testing import Delay, StreamError
+from onion import Agent, Message, ModelCall, ModelNext, ModelResponse, ToolRequest, tool
+from onion.serve import serve
+from onion.testing import Delay, ScriptedModel, StreamError
 
 
 def waits(seconds: float, text: str = "") -> ModelResponse:
@@ -113,3 +115,53 @@ async def post(served: Served, given: dict[str, Any]) -> Any:
         answer = await client.post("/ag-ui", json=given)
     assert answer.status_code == 200, answer.text
     return answer
+
+
+async def test_an_ag_ui_resume_goes_on_from_the_paused_streams_last_id(serving: Callable[..., Served]) -> None:
+    """The resume's ids go on from the paused AG-UI stream's last one, so GET /runs/{run_id}/events with that id
+    sends the resume's events; the resume's RUN_STARTED names the same run."""
+    served = serving()
+    asked = ModelResponse(Message.assistant("", [ToolRequest("toolu_r", "delete", {"path": "ids.txt"})]))
+    served.fake.script([asked, "Deleted ids.txt."])
+    paused = sse_events((await post(served, run_input("tidy"))).text)
+    run_id = paused[0]["data"]["metadata"]["run_id"]
+    [interrupt] = paused[-1]["data"]["outcome"]["interrupts"]
+    resume = [{"interruptId": interrupt["id"], "status": "resolved"}]
+    resumed = sse_events((await post(served, run_input(None, resume=resume))).text)
+    async with served.client() as client:
+        following = await client.get(f"/runs/{run_id}/events", headers={"last-event-id": paused[-1]["id"]})
+    ids = [int(e["id"]) for e in paused + resumed]
+    assert ids == list(range(1, len(ids) + 1))
+    assert resumed[0]["data"]["type"] == "RUN_STARTED" and resumed[0]["data"]["metadata"]["run_id"] == run_id
+    assert sse_events(following.text) == resumed and resumed[-1]["data"]["result"] == "Deleted ids.txt."
+
+
+@tool
+def look(city: str) -> str:
+    """Look a city up."""
+    return f"{city} is fine"
+
+
+async def replaced(call: ModelCall, call_next: ModelNext) -> ModelResponse:
+    """A model layer that answers its own text instead of the one the model streamed (tool calls kept)."""
+    answer = await call_next(call)
+    return ModelResponse(Message.assistant("Replaced text.", answer.tool_calls)) if answer.tool_calls else answer
+
+
+async def test_a_replaced_answer_takes_back_the_streamed_text_and_keeps_its_tool_call() -> None:
+    """In process: a layer replaces a streamed answer that also called a tool; the snapshot leaves out the streamed
+    draft (closed when the tool call came) but keeps the tool call, and the replacement comes as a new message."""
+    asked = ModelResponse(Message.assistant("A draft to replace.", [ToolRequest("t1", "look", {"city": "Oslo"})]))
+    app = serve(Agent(ScriptedModel([asked, "Oslo is fine."]), tools=[look]).use(replaced))
+    transport = httpx2.ASGITransport(app=app)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        answer = await http.post("/ag-ui", json=run_input("weather?"))
+    events = parsed(sse_events(answer.text))
+    assert_valid_order(events)
+    kinds = [e.type for e in events]
+    snapshot = events[kinds.index(core.EventType.MESSAGES_SNAPSHOT)]
+    assert [(m.role, m.id) for m in snapshot.messages] == [("user", "m1"), ("assistant", "t1")]
+    assert kinds.index(core.EventType.TOOL_CALL_END) < kinds.index(core.EventType.MESSAGES_SNAPSHOT)
+    after = events[kinds.index(core.EventType.MESSAGES_SNAPSHOT) :]
+    assert texts(events[: len(events) - len(after)]) == "A draft to replace."
+    assert texts(after) == "Replaced text.Oslo is fine." and events[-1].result == "Oslo is fine."
