@@ -20,11 +20,12 @@ from starlette.routing import Route
 from onion import Agent, OnionError, Principal, RunStateError
 from onion.errors import CallRejected
 from onion.scrub import scrub
+from onion.stores import EventStore
 
 from . import _agui
 from ._auth import SIGN_IN_HOURS, Auth, BodyTooLarge, Doors, Guard
 from ._bodies import MAX_BODY, Problem, decisions, parse_json, result_json, run_request
-from ._channel import Channel, Channels, name_the_channel
+from ._channel import Channel, Channels, follow_stored, name_the_channel
 from ._notify import Notify
 from ._page import CSP, Filters, FormProblem, error_page, form_decisions, inbox_page, notice_page, sign_in_page
 from ._runs import (
@@ -60,6 +61,7 @@ def serve(
     heartbeat: float = 15.0,
     max_body: int = MAX_BODY,
     keep_events: float = 600.0,
+    keep_events_bytes: int = 64 * 2**20,
     traces: int = 100,
 ) -> Starlette:
     """A Starlette app serving `agent`: runs (JSON or SSE), the store's runs and decisions, AG-UI, the page.
@@ -76,12 +78,17 @@ def serve(
     `GET /runs/{run_id}/trace` (tracing is on while the app is served; 0: off, no traces). `agent` is not
     changed: the server runs it with its own run layers beside it (one names each streamed run's channel;
     `notify`'s tells the webhook).
+
+    `keep_events_bytes`: the most bytes of ended runs' events this process keeps for reconnects (the oldest
+    ended go first). With an SQLite or Redis store, every streamed event is kept there too (`keep_events` seconds
+    after the run's last), so `GET /runs/{run_id}/events` works on any server process on that store.
     """
     if token is not None and (not isinstance(token, str) or not token):
         raise ValueError("serve(token=...): the token must be a non-empty string (or None for no auth)")
     doors = Doors(token, tokens, auth, agent.name)
     deciders = None if approvers is None else frozenset([approvers] if isinstance(approvers, str) else approvers)
-    channels = Channels(keep_events)
+    shared = agent.store if isinstance(agent.store, EventStore) else None
+    channels = Channels(keep_events, keep_events_bytes, shared)
     kept = Traces(traces)
     beside = [name_the_channel] if notify is None else [name_the_channel, Notify(notify, notify_page)]
     agent = agent._restacked(*beside, agent.stack)
@@ -198,18 +205,25 @@ def serve(
             raise Problem(422, f"Last-Event-ID {given!r}: give the id: of the last event received (a number)")
         store = store_of(agent)  # without one, a client that left has nothing to come back to
         run = await shown(store, agent.name, run_id, principal_of(request))  # 404: never saw it, or not yours
-        channel = channels.get(run_id)
-        if channel is not None and channel.ended and int(given) >= channel.last:
-            return Response(status_code=204)  # nothing left: EventSource stops reconnecting
+        after, channel = int(given), channels.get(run_id)
+        if channels.store is not None and (channel is None or channel.ended):  # another process may stream it
+            events, ended = await channels.store.read_events(run_id, after, limit=1)
+            if ended is not None:
+                if ended and not events:
+                    return Response(status_code=204)  # nothing left: EventSource stops reconnecting
+                return streamed(follow_stored(channels.store, run_id, after, heartbeat))
+        if channel is not None and channel.ended and after >= channel.last:
+            return Response(status_code=204)
         if channel is None:
             if run["status"] != "running":
                 return Response(status_code=204)  # it ended (or waits for a decision): nothing left to send
+            where = "the store keeps" if channels.store is not None else "this server process holds"
             raise Problem(
                 409,
-                f"this server process holds no events of run {run_id} (it ran elsewhere, or ended over "
-                f"{keep_events:.0f} s ago): GET /runs/{run_id} for its state",
+                f"{where} no events of run {run_id} (it was not streamed, or its events went after "
+                f"{keep_events:.0f} s): GET /runs/{run_id} for its state",
             )
-        return sse(channel, int(given))
+        return sse(channel, after)
 
     async def inbox(request: Request) -> Response:
         principal = principal_of(request)

@@ -37,6 +37,12 @@ def add_parser(commands: Any) -> None:
     serve.add_argument(
         "--keep-events", type=float, default=600.0, help="seconds a streamed run's events stay for reconnects"
     )
+    serve.add_argument(
+        "--keep-events-bytes",
+        type=int,
+        default=64 * 2**20,
+        help="the most bytes of ended runs' events kept in memory for reconnects (default 64 MiB)",
+    )
 
 
 def load_agent(spec: str, *, command: str = "serve") -> Agent[Any]:
@@ -94,6 +100,7 @@ def run(arguments: argparse.Namespace) -> None:
         allowed_hosts=arguments.allowed_hosts,
         heartbeat=arguments.heartbeat,
         keep_events=arguments.keep_events,
+        keep_events_bytes=arguments.keep_events_bytes,
     )
     print(up_line(arguments, agent, token is not None), flush=True)
     uvicorn.run(app, host=arguments.host, port=arguments.port, log_level="warning")

@@ -267,9 +267,10 @@ async def resume_streamed(
     agent: Agent[Any], channels: Channels, state: RunState, principal: Principal | None
 ) -> Channel:
     """Stream the decided run's resume in a task of its own, into a new channel bound to the run id (it goes on
-    when the client leaves). Answers once the resume has claimed the run: a claim refused raises `Problem`
-    before anything is sent."""
+    when the client leaves). Answers once the resume has claimed the run (and its first event is in the store,
+    when it keeps events): a claim refused raises `Problem` before anything is sent."""
     channel = Channel()
+    await channels.continue_from_store(channel, state.run_id)
     claimed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def begin() -> None:
@@ -297,4 +298,5 @@ async def resume_streamed(
 
     channel.task = channels.keep_running(asyncio.create_task(pump()))
     await claimed
+    await channel.in_store(channel.first + 1)  # a client that got the resume's first event may follow it anywhere
     return channel

@@ -7,7 +7,7 @@ machine; `RedisStore(url)` on a Redis server shared by many machines
 (`concurrency(store=...)` takes it too). Another store implements the
 protocols in `onion.stores` (`RunStore`, `SessionStore`, `CacheStore`,
 `RateStore`; `SpendStore` for shared budgets, `SlotStore` for concurrency caps, `SessionTenants` for
-sessions kept apart by tenant).
+sessions kept apart by tenant, `EventStore` for the events `onion.serve` streamed).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._exports import export, shown_in
+from ._events import EventStore
 from ._protocols import (
     CacheStore,
     RateStore,
@@ -62,6 +63,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CacheStore",
+    "EventStore",
     "MemoryCache",
     "MemoryRateStore",
     "MemorySpendStore",

@@ -12,6 +12,7 @@ from types import EllipsisType
 from typing import Any
 
 from ..errors import RunBusy, StoreUnavailable
+from ._events import Events, up_to_end
 from ._load import StateLoader
 from ._protocols import RunRecord, RunStatus, SessionTurn
 from ._redis_link import RedisLink, safe_url
@@ -311,6 +312,33 @@ class RedisStore(RedisLink, StateLoader, SessionOpener):
             await self._command(f"freeing a {key!r} slot", "ZREM", self._key("slots", key), owner)
         except StoreUnavailable as error:
             self._warn_once("concurrency", error, "slots free themselves when their lease lapses")
+
+    # -- streamed events (EventStore) ------------------------------------------
+
+    async def add_events(self, run_id: str, events: Sequence[tuple[int, str]], *, ended: bool, keep: float) -> bool:
+        words = [word for number, text in events for word in (number, text)]
+        args = (max(1, round(keep * 1000)), "1" if ended else "0", *words)
+        doing = f"keeping run {run_id!r}'s events"
+        return bool(await self._script("ADD_EVENTS", doing, 1, self._key("events", run_id), *args) == "ok")
+
+    async def read_events(self, run_id: str, after: int, *, limit: int = 500) -> tuple[Events, bool | None]:
+        key, doing = self._key("events", run_id), f"reading run {run_id!r}'s events"
+        found, entries = await asyncio.gather(  # sent together: one round trip
+            self._command(doing, "EXISTS", key),
+            self._command(doing, "XRANGE", key, f"{after}-1", "+", "COUNT", limit + 1),
+        )
+        if not found:
+            return [], None
+        kept = ((int(at.partition("-")[0]), text if name == "e" else None) for at, (name, text) in entries)
+        return up_to_end(kept, limit)
+
+    async def last_event(self, run_id: str) -> tuple[int, bool]:
+        doing = f"reading run {run_id!r}'s last event"
+        top = await self._command(doing, "XREVRANGE", self._key("events", run_id), "+", "-", "COUNT", 1)
+        if not top:
+            return 0, True
+        number, _, mark = top[0][0].partition("-")
+        return int(number), mark == "1"
 
     # -- upkeep ----------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from ._redis_batcher import Batcher, redis_errors
 
 logger = logging.getLogger("onion.stores")
 
-READS = frozenset({"GET", "HGETALL", "LRANGE", "ZREVRANGE"})
+READS = frozenset({"GET", "HGETALL", "LRANGE", "ZREVRANGE", "EXISTS", "XRANGE", "XREVRANGE"})
 """The commands that change nothing: their failure says nothing may have happened."""
 
 

@@ -372,3 +372,25 @@ end
 return {text(total_cost), text(total_tokens)}
 """
 )
+
+# KEYS: the run's event stream. ARGV: keep (ms), '1' when the stream ends after these events, then number, text
+# pairs. Event n is the stream entry n-0, the end mark after event n the entry n-1 (so one follows the other).
+ADD_EVENTS = """
+local last = ''
+for i = 3, #ARGV, 2 do
+  local added = redis.pcall('XADD', KEYS[1], ARGV[i] .. '-0', 'e', ARGV[i + 1])
+  if type(added) == 'table' and added.err then return 'behind' end
+  last = ARGV[i]
+end
+if ARGV[2] == '1' then
+  if last == '' then
+    local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+    if top == nil then return 'ok' end
+    last = string.match(top[1], '^(%d+)-')
+  end
+  local added = redis.pcall('XADD', KEYS[1], last .. '-1', 'end', '1')
+  if type(added) == 'table' and added.err then return 'behind' end
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 'ok'
+"""

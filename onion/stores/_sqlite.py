@@ -12,7 +12,9 @@ from types import EllipsisType
 from typing import Any, TypeVar
 
 from ..errors import RunBusy, StoreUnavailable
+from . import _sqlite_events as stored_events
 from ._buckets import Bucket
+from ._events import Events
 from ._load import StateLoader
 from ._protocols import RunRecord, RunStatus, SessionTurn
 from ._refusals import claim_refusal, run_not_found, session_lost
@@ -286,6 +288,20 @@ class SQLiteStore(StateLoader, SessionOpener):
         totals = await self._change(spend)
         self._spending_ready = True
         return totals
+
+    # -- streamed events (EventStore) ------------------------------------------
+
+    async def add_events(self, run_id: str, events: Sequence[tuple[int, str]], *, ended: bool, keep: float) -> bool:
+        now = self.clock()
+        return await self._change(lambda db: stored_events.add(db, run_id, events, ended, now, keep))
+
+    async def read_events(self, run_id: str, after: int, *, limit: int = 500) -> tuple[Events, bool | None]:
+        now = self.clock()
+        return await self._thread.read(lambda db: stored_events.read(db, run_id, after, limit, now))
+
+    async def last_event(self, run_id: str) -> tuple[int, bool]:
+        now = self.clock()
+        return await self._thread.read(lambda db: stored_events.last(db, run_id, now))
 
     # -- upkeep ----------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from typing import Any
 from ._protocols import RunRecord
 from ._refusals import run_deleted, run_lost
 from ._sqlite_checkpoints import BACKSTOP_PAGES
+from ._sqlite_events import TABLES
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS onion_runs (
@@ -45,7 +46,7 @@ def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
         db.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
-        db.executescript(_SCHEMA)
+        db.executescript(_SCHEMA + TABLES)
         _add_tenants(db)
     except BaseException:
         db.close()

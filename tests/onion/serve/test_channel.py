@@ -1,0 +1,62 @@
+"""The events a server keeps for reconnects, in process: the byte cap on them, and two apps on one SQLite file."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from onion import Agent
+from onion.serve import serve
+from onion.stores import MemoryStore, SQLiteStore
+from onion.testing import ScriptedModel
+
+SSE = {"accept": "text/event-stream"}
+
+
+@asynccontextmanager
+async def client(app: Any) -> AsyncIterator[httpx2.AsyncClient]:
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        yield http
+
+
+def run_id_of(stream: str) -> str:
+    found = re.search(r'"run_id": "([^"]+)"', stream)
+    assert found is not None, stream
+    return found[1]
+
+
+async def test_ended_runs_events_over_keep_events_bytes_are_forgotten_oldest_ended_first() -> None:
+    """With room for one ended run's events, the second run's end forgets the first's (its replay answers 204, as
+    for a run with nothing left to send); the second's still replays whole."""
+    agent = Agent(ScriptedModel(["the first answer", "the second answer"]), store=MemoryStore())
+    app = serve(agent, keep_events_bytes=1000)
+    async with client(app) as http:
+        first = (await http.post("/runs", json={"input": "one"}, headers=SSE)).text
+        assert 500 < len(first.encode()) <= 1000
+        kept = await http.get(f"/runs/{run_id_of(first)}/events")
+        second = (await http.post("/runs", json={"input": "two"}, headers=SSE)).text
+        forgotten = await http.get(f"/runs/{run_id_of(first)}/events")
+        replayed = await http.get(f"/runs/{run_id_of(second)}/events")
+    assert kept.text == first and forgotten.status_code == 204 and replayed.text == second
+
+
+async def test_a_run_streamed_by_one_app_is_sent_by_another_on_the_same_sqlite_file(tmp_path: Path) -> None:
+    """Two apps on one SQLite file (two server processes, in one here): the one that did not run it replays the
+    run's events, whole or after a Last-Event-ID, byte for byte as the one that ran it sent them."""
+    path = tmp_path / "onion.db"
+    one = serve(Agent(ScriptedModel(["an answer in a few words"]), store=SQLiteStore(path)))
+    other = serve(Agent(ScriptedModel([]), store=SQLiteStore(path)))
+    async with client(one) as http, client(other) as elsewhere:
+        streamed = (await http.post("/runs", json={"input": "hi"}, headers=SSE)).text
+        run_id = run_id_of(streamed)
+        whole = await elsewhere.get(f"/runs/{run_id}/events")
+        after_two = await elsewhere.get(f"/runs/{run_id}/events", headers={"last-event-id": "2"})
+        last = re.findall(r"^id: (\d+)$", streamed, re.M)[-1]
+        done = await elsewhere.get(f"/runs/{run_id}/events", headers={"last-event-id": last})
+    assert whole.text == streamed and done.status_code == 204
+    assert after_two.text == streamed[streamed.index("id: 3\n") :]
