@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import dis
 import functools
+import linecache
 import os
 import random
 import secrets
@@ -30,13 +31,15 @@ import weakref
 from collections.abc import Collection, Iterator
 from typing import Any
 
+from temporalio import worker as worker_package
 from temporalio.worker.workflow_sandbox._restrictions import RestrictionContext
 
 from ..errors import OnionError
 
 
 class NotDeterministic(OnionError):
-    """A layer of the agent cannot run inside a Temporal workflow (see docs/temporal.md)."""
+    """Code that runs inside a Temporal workflow cannot: a layer of the agent, or the top level of the workflow's
+    module (see docs/temporal.md)."""
 
 
 def _unproxied(value: Any) -> Any:
@@ -270,3 +273,37 @@ def _codes_of(layer: Any) -> set[types.CodeType]:
         if isinstance(function, types.FunctionType):
             codes.update(_codes(function.__code__))
     return codes
+
+
+_TEMPORAL = os.path.dirname(os.path.dirname(os.path.abspath(worker_package.__file__)))
+"""temporalio's own folder: the sandbox's importer and proxies, whose frames are not the user's code."""
+
+
+def refused_at_import(workflow: type, error: BaseException) -> NotDeterministic:
+    """`NotDeterministic` naming the module and line where Temporal's sandbox stopped the import of `workflow`'s module
+    (`error`, its `RestrictedWorkflowAccessError`: the module's own top level, or a module it imports, does what a
+    workflow may not) and what to do instead."""
+    found = None
+    tb = error.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if not (name.startswith(_TEMPORAL) or name.startswith("<")):
+            found = tb.tb_frame, tb.tb_lineno
+        tb = tb.tb_next
+    what = str(getattr(error, "qualified_name", "") or error).removesuffix(".__call__")
+    owner = workflow.__module__
+    if found is None:
+        where = f"its module {owner}"
+    else:
+        frame, line = found
+        module = frame.f_globals.get("__name__", "?")
+        code = linecache.getline(frame.f_code.co_filename, line).strip()
+        where = f"its module {owner}" if module == owner else f"module {module} (imported by its module {owner})"
+        where += f" ({frame.f_code.co_filename}) line {line}" + (f", `{code}`" if code else "")
+    return NotDeterministic(
+        f"workflow {workflow.__name__}: {where}, calls {what} at import time, which Temporal's sandbox refuses (it "
+        "imports the workflow's module again for every workflow run, and the module's top level runs there too). "
+        "Move it into a function, an activity or the worker's own module, or pass the module that does it through "
+        'the sandbox (SandboxRestrictions.default.with_passthrough_modules(...)): docs/temporal.md, "The workflow '
+        "module's own top level\""
+    )

@@ -20,7 +20,7 @@ from .._boundary import BOUNDARY
 from ..clock import CLOCK
 from ..errors import OnionError
 from ._activities import agent_activities
-from ._determinism import refused_by_sandbox
+from ._determinism import refused_at_import, refused_by_sandbox
 from ._options import ActivityOptions
 from ._workflow_side import WorkflowBoundary, WorkflowClock
 
@@ -78,9 +78,22 @@ def with_pydantic_payloads(given: DataConverter | None) -> DataConverter:
 
 def _passing_onion_through(runner: worker.WorkflowRunner | None) -> worker.WorkflowRunner:
     if runner is None or isinstance(runner, SandboxedWorkflowRunner):
-        restrictions = runner.restrictions if runner is not None else SandboxRestrictions.default
-        return SandboxedWorkflowRunner(restrictions=restrictions.with_passthrough_modules(*PASSED_THROUGH))
+        if runner is None:
+            return _Sandbox(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSED_THROUGH))
+        restrictions = runner.restrictions.with_passthrough_modules(*PASSED_THROUGH)
+        return _Sandbox(restrictions=restrictions, runner_class=runner.runner_class)
     return runner
+
+
+class _Sandbox(SandboxedWorkflowRunner):
+    """Temporal's sandbox, passing onion through; a workflow module whose top level it refuses (when the worker is
+    made, it imports the module to check it) is refused with `NotDeterministic` naming the module and line."""
+
+    def prepare_workflow(self, defn: Any) -> None:
+        try:
+            super().prepare_workflow(defn)
+        except RestrictedWorkflowAccessError as error:
+            raise refused_at_import(defn.cls, error) from None  # the sandbox's importer frames say nothing more
 
 
 class _BoundaryInterceptor(worker.Interceptor):
