@@ -59,4 +59,4 @@ soak: $(STAMP)
 	ONION_SOAK_RUNS=$${ONION_SOAK_RUNS:-2000} $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_soak.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site tests/onion/serve/ag_ui_client/node_modules
