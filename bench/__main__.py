@@ -43,8 +43,9 @@ SECTIONS = (
     "temporal",
     "import",
 )
-SEPARATE = ("agentdojo",)
-"""Sections run only when named with `--only` (AgentDojo takes minutes, in its own venv)."""
+SEPARATE = ("agentdojo", "contain")
+"""Sections run only when named with `--only` (AgentDojo takes minutes, in its own venv; `contain` alone is a
+part of `library`)."""
 
 
 def machine() -> str:
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         "temporal": lambda: temporal.rows(scale, python),
         "import": lambda: imports.rows(scale),
         "agentdojo": lambda: agentdojo.rows(scale),
+        "contain": lambda: contain.rows(scale),
     }
     rows: list[Row] = []
     started = time.perf_counter()

@@ -3,7 +3,8 @@
 
 The workload's run is timed as it is and with `contain()`. Then a run that reads a page (`@tool(untrusted=True)`)
 and makes three calls of a sensitive tool whose arguments the user's own message holds (so all three run), as it
-is and with `contain()`. `contain` wraps no model call: the model calls cost nothing more.
+is and with `contain()`. `contain()` wraps no model call: the model calls cost nothing more; `contain(plan=True)`
+wraps them with a flag check until untrusted content arrives (the workload's run, against `contain()`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ SECTION = "library"
 BAR_MS = 0.03
 """What `contain` may add to one tool call (issue 37)."""
 CALLS = 3
+MODEL_CALLS = 2
+"""Model calls of the workload's run: the one that asks for the three tool calls, the one that answers."""
 PAGE = ("The shop on Main Street opens at nine and closes at five; closed on Sundays. " * 27)[:2048]
 ASKED = "Read shop.example, then send bob@corp.example three notes: 'the shop opens at nine and closes at five'"
 BODY = "FYI: the shop opens at nine and closes at five"
@@ -70,6 +73,7 @@ async def measure(scale: Scale) -> dict[str, float]:
 
     plain = Agent(StepModel(), tools=[tool(add)], checked=False)
     contained = Agent(StepModel(), tools=[tool(add)], middleware=[contain()], checked=False)
+    planned = Agent(StepModel(), tools=[tool(add)], middleware=[contain(plan=True)], checked=False)
     result = await contained.run(QUESTION)
     check(result.output, [m.text for m in result.messages if m.role == "tool"])
     page = Agent(PageModel(), tools=[fetch, send], checked=False)
@@ -80,6 +84,7 @@ async def measure(scale: Scale) -> dict[str, float]:
     cases = {
         "plain": batch_of(plain, QUESTION),
         "contain": batch_of(contained, QUESTION),
+        "contain plan": batch_of(planned, QUESTION),
         "page": batch_of(page, ASKED),
         "page contain": batch_of(page_contained, ASKED),
     }
@@ -90,9 +95,19 @@ def rows(scale: Scale) -> list[Row]:
     t = asyncio.run(measure(scale))
     common_ms = (t["contain"] - t["plain"]) / CALLS * 1e3
     checked_ms = (t["page contain"] - t["page"]) / (CALLS + 1) * 1e3
+    planned_ms = (t["contain plan"] - t["contain"]) / MODEL_CALLS * 1e3
     return [
         Row(SECTION, f"run with contain(), {CALLS} tool calls", t["contain"] * 1e6, "µs", t["plain"] * 1e6, "without"),
         Row(SECTION, "contain(), added per tool call", common_ms * 1e3, "µs", BAR_MS * 1e3, "bar", 1.0),
+        Row(
+            SECTION,
+            "contain(plan=True), added per model call (its flag check: nothing untrusted read)",
+            planned_ms * 1e3,
+            "µs",
+            BAR_MS * 1e3,
+            "bar",
+            1.0,
+        ),
         Row(
             SECTION,
             f"contain(), added per tool call after a 2 KB untrusted page ({CALLS} sensitive calls run)",

@@ -1,7 +1,7 @@
 """Which of a tool call's argument values were carried from untrusted content.
 
-`contain` asks this of a call once untrusted content is in the run's history. The history is split in two
-texts: trusted (system and user messages, results of trusted tools) and untrusted (messages marked
+`contain` asks this of a call once untrusted content is in the run's history. The history is split in two:
+trusted (system and user messages, results of trusted tools) and untrusted (messages marked
 `Message.untrusted`). The model's own messages are in neither: what it wrote may repeat what it read.
 
 Two pieces of a string argument are checked (numbers and booleans are not):
@@ -18,12 +18,15 @@ Two pieces of a string argument are checked (numbers and booleans are not):
 
 Text is compared case-folded; marks as whole tokens (`13` is not found in `2013` or `13th`), runs as words
 (punctuation and spacing between them ignored).
+
+Each message is read once, when `Provenance.update` first sees it (case-folded, as its words, the days it names
+in words): a call's check is then a few substring searches per argument (`str.find`, in C).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,14 +34,18 @@ from onion import Message
 
 RUN_WORDS = 5
 """Words in a run that counts as copied text."""
+SHORT = 3
+"""Marks this short count as carried whenever untrusted text holds them (see the module docstring)."""
 
 _TOKEN = re.compile(r"[^\s,;()\[\]{}<>\"'`|]+")
 _WORD = re.compile(r"\w+")
+_NOT_WORD = re.compile(r"\W+")
+_ASCII_WORDS = {code: " " for code in range(128) if not (chr(code).isalnum() or chr(code) == "_")}
+"""`str.translate` table: what `\\W` matches in ASCII, as spaces (an ASCII text's words without a regex)."""
 _MARK_SIGNS = re.compile(r"[\d@/_:]|[^\W\d_]\.[^\W\d_]")
 _EDGE = ".:!?-"
-SHORT = 3
-"""Marks this short count as carried whenever untrusted text holds them (see the module docstring)."""
 _ISO_DATE = re.compile(r"(?P<year>\d{4})-(?P<month>\d{2})-(?P<day>\d{2})")
+_ORDINAL = re.compile(r"(\d{1,2})(?:st|nd|rd|th)?")
 _MONTHS = (
     "january",
     "february",
@@ -53,6 +60,10 @@ _MONTHS = (
     "november",
     "december",
 )
+_MONTH = {name: number for number, month in enumerate(_MONTHS, 1) for name in (month, month[:3])}
+
+Day = tuple[int, int]
+"""(day, month): a day a text names in words."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,62 +76,126 @@ class Finding:
     source: int | None
 
 
-class Texts:
-    """A history's trusted and untrusted texts, case-folded; their words made when first needed."""
+class Provenance:
+    """One history's texts, trusted and untrusted, kept up to date with `update` as messages arrive: each message
+    is read once (case-folded, as its words, the days it names in words); a call's check then searches them."""
 
-    __slots__ = ("_trusted_words", "_untrusted_words", "trusted", "untrusted", "untrusted_parts")
+    __slots__ = (
+        "_days_read",
+        "_first",
+        "_joined",
+        "_last",
+        "_parts",
+        "_seen",
+        "_vouched",
+        "first_untrusted",
+        "trusted_days",
+        "untrusted_days",
+    )
 
-    def __init__(self, messages: Sequence[Message], vouched: Sequence[str] = ()) -> None:
-        trusted: list[str] = list(vouched)
-        self.untrusted_parts: list[tuple[int, str]] = []
-        for index, message in enumerate(messages):
-            if message.role == "assistant" or not message.text:
-                continue
-            if message.untrusted:
-                self.untrusted_parts.append((index, message.text.casefold()))
-            else:
-                trusted.append(message.text.casefold())
-        self.trusted = "\n".join(trusted)
-        self.untrusted = "\n".join(text for _, text in self.untrusted_parts)
-        self._trusted_words: str | None = None
-        self._untrusted_words: str | None = None
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._seen = 0
+        self._first: Message | None = None
+        self._last: Message | None = None
+        self._vouched = 0
+        self.first_untrusted: int | None = None
+        """The index of the first untrusted message; None while there is none."""
+        self.trusted_days: set[Day] = set()
+        self.untrusted_days: dict[Day, int] = {}
+        self._days_read = (0, 0)
+        self._parts: tuple[list[tuple[str, str]], list[tuple[int, str, str]]] = ([], [])
+        """Each trusted text (case-folded, as words); each untrusted one, with its message's index."""
+        self._joined: tuple[str, str, str, str] | None = None
+
+    def update(self, messages: Sequence[Message], vouched: Sequence[str] = ()) -> None:
+        """Read what is new in `messages` (all of it again when the history was replaced) and in `vouched` (pieces a
+        person approved: trusted). Until the history holds untrusted content nothing is read but the flags."""
+        seen = self._seen
+        if seen > len(messages) or (seen and (messages[seen - 1] is not self._last or messages[0] is not self._first)):
+            self._reset()
+            seen = 0
+        if self.first_untrusted is None:
+            first = next((i for i in range(seen, len(messages)) if messages[i].untrusted), None)
+            self._seen, self._last = len(messages), messages[-1] if messages else None
+            self._first = messages[0] if messages else None
+            if first is None:
+                return
+            self.first_untrusted = first
+            seen = 0
+        for index in range(seen, len(messages)):
+            message = messages[index]
+            if message.role != "assistant" and message.text:
+                self._add(message.text.casefold(), index if message.untrusted else None)
+        self._seen, self._last = len(messages), messages[-1] if messages else None
+        for piece in vouched[self._vouched :]:
+            self._add(piece.casefold(), None)
+        self._vouched = len(vouched)
+
+    def _add(self, text: str, index: int | None) -> None:
+        """Read one text: trusted (`index` None) or the untrusted message at `index`."""
+        words = f" {' '.join(text.translate(_ASCII_WORDS).split())} " if text.isascii() else _words(text)
+        self._joined = None
+        if index is None:
+            self._parts[0].append((text, words))
+        else:
+            self._parts[1].append((index, text, words))
+
+    def _days(self) -> tuple[set[Day], dict[Day, int]]:
+        """The days the trusted texts name in words, and those the untrusted ones do (with the first message naming
+        each): read from the texts the first time an argument holds a date, then from each new text."""
+        trusted, untrusted = self._parts
+        read_trusted, read_untrusted = self._days_read
+        for text, _ in trusted[read_trusted:]:
+            self.trusted_days.update(days(_WORD.findall(text)))
+        for index, text, _ in untrusted[read_untrusted:]:
+            for day in days(_WORD.findall(text)):
+                self.untrusted_days.setdefault(day, index)
+        self._days_read = len(trusted), len(untrusted)
+        return self.trusted_days, self.untrusted_days
 
     def finding(self, args: dict[str, Any]) -> Finding | None:
         """The first piece of `args` carried from untrusted content (see the module docstring), else None."""
+        trusted, trusted_words, untrusted, untrusted_words = self._joined or self._join()
         for argument, value in leaves(args, ""):
             value = value.casefold()
             for mark in marks(value):
-                if _has_mark(self.untrusted, mark):
-                    if len(mark) <= SHORT or not _has_mark(self.trusted, mark):
-                        return Finding(mark, argument, self._source(mark, _has_mark))
+                if _has_mark(untrusted, mark):
+                    if len(mark) <= SHORT or not _has_mark(trusted, mark):
+                        return Finding(mark, argument, self._source(mark, in_words=False))
                     continue
-                spoken = _spoken_date(mark)
-                if spoken is not None and spoken.search(self.untrusted) and not spoken.search(self.trusted):
-                    return Finding(mark, argument, self._source(spoken, _has_pattern))
+                day = _spoken_day(mark)
+                if day is not None:
+                    trusted_days, untrusted_days = self._days()
+                    if day in untrusted_days and day not in trusted_days:
+                        return Finding(mark, argument, untrusted_days[day])
             words = _WORD.findall(value)
             for start in range(len(words) - RUN_WORDS + 1):
                 run = f" {' '.join(words[start : start + RUN_WORDS])} "
-                if run in self.untrusted_words and run not in self.trusted_words:
-                    return Finding(run.strip(), argument, self._source(run, _has_run))
+                if run in untrusted_words and run not in trusted_words:
+                    return Finding(run.strip(), argument, self._source(run, in_words=True))
         return None
 
-    @property
-    def trusted_words(self) -> str:
-        """The trusted text as its words, each between single spaces (made once)."""
-        if self._trusted_words is None:
-            self._trusted_words = _words(self.trusted)
-        return self._trusted_words
+    def _join(self) -> tuple[str, str, str, str]:
+        """The trusted texts, their words, the untrusted texts, their words: each as one string (made again only
+        after a new message)."""
+        trusted, untrusted = self._parts
+        self._joined = (
+            "\n".join(text for text, _ in trusted),
+            "".join(words for _, words in trusted),
+            "\n".join(text for _, text, _ in untrusted),
+            "".join(words for _, _, words in untrusted),
+        )
+        return self._joined
 
-    @property
-    def untrusted_words(self) -> str:
-        """The untrusted text as its words, each between single spaces (made once)."""
-        if self._untrusted_words is None:
-            self._untrusted_words = _words(self.untrusted)
-        return self._untrusted_words
-
-    def _source(self, piece: Any, found: Callable[[str, Any], bool]) -> int | None:
-        """The index of the first untrusted message in which `found(text, piece)` finds `piece`."""
-        return next((index for index, text in self.untrusted_parts if found(text, piece)), None)
+    def _source(self, piece: str, *, in_words: bool) -> int | None:
+        """The index of the first untrusted message holding `piece`: a mark in its text, or a run in its words."""
+        for index, text, words in self._parts[1]:
+            if (piece in words) if in_words else _has_mark(text, piece):
+                return index
+        return None
 
 
 def leaves(value: Any, path: str) -> Iterator[tuple[str, str]]:
@@ -145,6 +220,11 @@ def marks(text: str) -> list[str]:
     return found
 
 
+def _words(text: str) -> str:
+    """`text` as its words, each between single spaces."""
+    return f" {_NOT_WORD.sub(' ', text).strip()} "
+
+
 def _has_mark(text: str, mark: str) -> bool:
     """Whether `mark` stands in `text` as a whole token (not inside a longer word or number)."""
     start = text.find(mark)
@@ -158,27 +238,22 @@ def _has_mark(text: str, mark: str) -> bool:
     return False
 
 
-def _spoken_date(mark: str) -> re.Pattern[str] | None:
-    """For an ISO date (`2024-05-01`, maybe with a time after it), the ways text says that day in words: `1st of
-    May`, `May 1`, `1 may 2024`; None for any other mark."""
+def days(words: list[str]) -> Iterator[Day]:
+    """The days `words` name: `1st of may`, `may 1`, `1 may 2024` (a day up to five words before its month, or
+    just after it)."""
+    for at, word in enumerate(words):
+        month = _MONTH.get(word)
+        if month is None:
+            continue
+        for near in (*words[max(0, at - 5) : at], *words[at + 1 : at + 2]):
+            found = _ORDINAL.fullmatch(near)
+            if found is not None and 1 <= int(found[1]) <= 31:
+                yield int(found[1]), month
+
+
+def _spoken_day(mark: str) -> Day | None:
+    """For an ISO date (`2024-05-01`, maybe with a time after it), the day it names; None for any other mark."""
     found = _ISO_DATE.match(mark)
     if found is None or not 1 <= int(found["month"]) <= 12:
         return None
-    day = str(int(found["day"]))
-    month = _MONTHS[int(found["month"]) - 1]
-    name = f"(?:{month}|{month[:3]}\\.?)"
-    ordinal = f"(?<!\\d){day}(?:st|nd|rd|th)?(?!\\d)"
-    return re.compile(f"{ordinal}(?:\\W+\\w+){{0,4}}?\\W+{name}\\b|\\b{name}\\W+{ordinal}")
-
-
-def _has_pattern(text: str, pattern: re.Pattern[str]) -> bool:
-    return pattern.search(text) is not None
-
-
-def _has_run(text: str, run: str) -> bool:
-    return run in _words(text)
-
-
-def _words(text: str) -> str:
-    """`text` as its words, each between single spaces."""
-    return f" {' '.join(_WORD.findall(text))} "
+    return int(found["day"]), int(found["month"])

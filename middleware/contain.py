@@ -4,13 +4,25 @@
 from __future__ import annotations
 
 import weakref
-from typing import Literal
+from typing import Any, Literal
 
-from onion import Message, Run, ToolCall, ToolNext, ToolResult, UntrustedSource, untrusted_sources
+from onion import (
+    Model,
+    ModelCall,
+    ModelNext,
+    ModelResponse,
+    Run,
+    ToolCall,
+    ToolNext,
+    ToolResult,
+    UntrustedSource,
+    untrusted_sources,
+)
 from onion.tracing import note
 
 from ._decisions import decided
-from ._provenance import Finding, Texts
+from ._plan import plan_for
+from ._provenance import Finding, Provenance
 from ._tool_matcher import Matcher, ToolMatcher
 
 __all__ = ["contain"]
@@ -18,107 +30,132 @@ __all__ = ["contain"]
 Action = Literal["pause", "block"]
 ACTIONS = ("pause", "block")
 KEY = "contain"
-"""This layer's key in `run.private`: `{"vouched": [...]}`, the pieces a person approved in a contained call."""
+"""This layer's key in `run.private`: `{"vouched": [...], "plan": [...]}`: the pieces a person approved in a
+contained call, and (with `plan`) the tools the run was asked to use before untrusted content arrived."""
 
 
 class contain:
-    """Contain what untrusted content may drive: `contain(sensitive=None, *, action="pause")`.
+    """Contain what untrusted content may drive: `contain(sensitive=None, *, action="pause", plan=False)`.
 
     Once the run's history holds untrusted content (`Message.untrusted`: results of `@tool(untrusted=True)`
-    tools and of MCP tools), a call to a sensitive tool is contained when one of its string arguments carries
-    something found only in untrusted content: an address, an id, a date, or a run of five words (see
+    tools and of MCP tools), a call to a sensitive tool is contained when what drives it came from there: one
+    of its string arguments carries something found only in untrusted content (an address, an id, a date, a run
+    of five words), or, with `plan`, its tool was not asked for before that content arrived (see
     `docs/security.md`, "Prompt injection").
     `action="pause"` pauses the call for a person (its reason names the untrusted source: tool, call id, first
-    words); `"block"` answers it with a reason the model reads. A sensitive call that carries nothing from
-    untrusted content runs (the user's own requests go on), and so does a call a person approved.
+    words); `"block"` answers it with a reason the model reads. A sensitive call driven by trusted content runs
+    (the user's own requests go on), and so does a call a person approved.
 
     `sensitive` is a matcher as `approve` takes (a name, a glob, a list, a regex, `fn(call) -> bool`);
-    `None`: every tool not marked `@tool(read_only=True)`. A call that is not sensitive always runs; when its
-    arguments carry untrusted pieces, its result is marked untrusted too (what it answers may repeat them).
-    Costs nothing per model call, and per tool call a look through the history for an untrusted message. Its
-    state is the run's (`run.private["contain"]`); it keeps in memory only texts made from the history, by run.
+    `None`: every tool not marked `@tool(read_only=True)`. A call that is not sensitive always runs; when it
+    carries untrusted pieces (or, with `plan`, was not asked for), its result is marked untrusted too.
+
+    `plan`: `True` asks the run's model, a `Model` asks that one, once per run when untrusted content first
+    arrives: which of the offered tools the user's request needs, with only the trusted history before that
+    content in view, no tools, answering `Plan(tools=[...])`. Without it (`False`) no model call is made and
+    the layer wraps tool calls only. Per tool call it looks up the call's arguments in an index of the
+    history, made once per message. Its state is the run's (`run.private["contain"]`).
     """
 
-    __slots__ = ("_memo", "action", "name", "selects")
+    __slots__ = ("_runs", "action", "name", "planner", "selects", "wrap_only")
 
-    def __init__(self, sensitive: Matcher = None, *, action: Action = "pause") -> None:
+    def __init__(self, sensitive: Matcher = None, *, action: Action = "pause", plan: bool | Model = False) -> None:
         if action not in ACTIONS:
             raise ValueError(f"contain: action must be 'pause' or 'block', got {action!r}")
         self.selects = None if sensitive is None else ToolMatcher(sensitive, "contain")
         self.action = action
+        self.planner: bool | Model = plan
+        self.wrap_only = ("model", "tool") if plan is not False else ("tool",)
         self.name = "contain" if sensitive is None else f"contain({self.selects!r})"
-        self._memo: weakref.WeakKeyDictionary[Run, tuple[tuple[int, int, int], Texts]] = weakref.WeakKeyDictionary()
+        self._runs: weakref.WeakKeyDictionary[Run, Provenance] = weakref.WeakKeyDictionary()
+
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
+        """With `plan`: the first model call after untrusted content arrived asks for the run's plan first."""
+        run = call.run
+        private = run.private.get(KEY)
+        if private is not None and "plan" in private:
+            return await call_next(call)
+        provenance = self._provenance(run, private)
+        if provenance.first_untrusted is not None:
+            model: Any = call.model if self.planner is True else self.planner
+            plan = await plan_for(run, model, run.messages, provenance.first_untrusted, call.tools)
+            run.private.setdefault(KEY, {"vouched": []})["plan"] = plan
+            note(f"contain: the plan made before untrusted content: {', '.join(plan) or 'no tool'}")
+        return await call_next(call)
 
     async def wrap_tool(self, call: ToolCall, call_next: ToolNext) -> ToolResult:
         tool = call.tool
-        messages = call.run.messages
-        if tool is None or not any(message.untrusted for message in messages):
+        if tool is None:
             return await call_next(call)
+        run = call.run
+        private = run.private.get(KEY)
+        provenance = self._provenance(run, private)
+        if provenance.first_untrusted is None:
+            return await call_next(call)
+        plan = private.get("plan") if private is not None else None
+        asked = plan is None or call.name in plan  # no plan yet: the model asked for it before it read the content
         selects = self.selects
         sensitive = not tool.read_only if selects is None else selects(call)
-        finding = self._texts(call.run, messages).finding(call.args)
+        finding = provenance.finding(call.args)
         if not sensitive:
             result = await call_next(call)
-            if finding is not None:  # its answer may repeat what it was given
+            if finding is not None or not asked:  # its answer may repeat what it was given, or serve the content
                 result.untrusted = True
             return result
-        if finding is None:
-            return await self._let_through(
+        if finding is None and asked:
+            return await _let_through(
                 call, call_next, "allowed after untrusted content: trusted content accounts for it"
             )
         if call.approved:
-            vouched = call.run.private.setdefault(KEY, {"vouched": []})["vouched"]
-            if finding.piece not in vouched:
-                vouched.append(finding.piece)
-            return await self._let_through(
-                call, call_next, f"approved by a person, though it carries {finding.piece!r}"
-            )
-        reason = contained_reason(call, finding, untrusted_sources(messages))
-        if self.action == "pause":
-            text = f"contained (paused): {reason}"
-            note(text)
-            decided(call, text)
-            return call.pause(reason)
-        text = f"contained (blocked): {reason}"
+            kept = run.private.setdefault(KEY, {"vouched": []})
+            if finding is not None and finding.piece not in kept["vouched"]:
+                kept["vouched"].append(finding.piece)
+            if not asked:
+                kept["plan"].append(call.name)
+            what = f"it carries {finding.piece!r}" if finding is not None else "it was not asked for"
+            return await _let_through(call, call_next, f"approved by a person, though {what}")
+        reason = contained_reason(call, finding, plan, untrusted_sources(run.messages))
+        text = f"contained ({'paused' if self.action == 'pause' else 'blocked'}): {reason}"
         note(text)
         decided(call, text)
+        if self.action == "pause":
+            return call.pause(reason)
         blocked = call.block(f"{reason}. Ask the user to confirm it in their own words, or do without it")
         blocked.untrusted = True  # it quotes untrusted content: never trusted text a later call could lean on
         return blocked
 
-    def _texts(self, run: Run, messages: list[Message]) -> Texts:
-        """The history's texts, made again only when the history or the vouched pieces changed (a memo of what
-        `run.messages` and `run.private` hold, so the calls of one batch share it)."""
-        private = run.private.get(KEY)
-        vouched = private["vouched"] if private else ()
-        key = (len(messages), id(messages[-1]), len(vouched))
-        kept = self._memo.get(run)
-        if kept is not None and kept[0] == key:
-            return kept[1]
-        texts = Texts(messages, vouched)
-        self._memo[run] = (key, texts)
-        return texts
-
-    @staticmethod
-    async def _let_through(call: ToolCall, call_next: ToolNext, text: str) -> ToolResult:
-        note(text)
-        decided(call, text)
-        result = await call_next(call)
-        return result
+    def _provenance(self, run: Run, private: dict[str, Any] | None) -> Provenance:
+        """The run's index of its history, brought up to date (each message is indexed once)."""
+        provenance = self._runs.get(run)
+        if provenance is None:
+            provenance = self._runs[run] = Provenance()
+        provenance.update(run.messages, private["vouched"] if private else ())
+        return provenance
 
     def __repr__(self) -> str:
-        return f"<{self.name} action={self.action!r}>"
+        return f"<{self.name} action={self.action!r}{' plan' if self.planner is not False else ''}>"
 
 
-def contained_reason(call: ToolCall, finding: Finding, sources: list[UntrustedSource]) -> str:
-    """Why `call` is contained: the untrusted source it follows (tool, call id, first words) and what it carries."""
-    source = next((s for s in sources if s.index == finding.source), sources[0] if sources else None)
+async def _let_through(call: ToolCall, call_next: ToolNext, text: str) -> ToolResult:
+    note(text)
+    decided(call, text)
+    return await call_next(call)
+
+
+def contained_reason(
+    call: ToolCall, finding: Finding | None, plan: list[str] | None, sources: list[UntrustedSource]
+) -> str:
+    """Why `call` is contained: the untrusted source it follows (tool, call id, first words) and what it carries,
+    or that the plan made before that content did not ask for it."""
+    at = finding.source if finding is not None else None
+    source = next((s for s in sources if s.index == at), sources[0] if sources else None)
     more = len(sources) - 1
     also = f" (and {more} more untrusted result{'s' if more != 1 else ''})" if more > 0 else ""
-    return (
-        f"{call.name} follows untrusted content from {source}{also}; "
-        f"its argument {finding.argument} carries {_short(finding.piece)}, found only there"
-    )
+    if finding is not None:
+        why = f"its argument {finding.argument} carries {_short(finding.piece)}, found only there"
+    else:
+        why = f"it was not asked for before that content arrived (the plan then: {', '.join(plan or []) or 'none'})"
+    return f"{call.name} follows untrusted content from {source}{also}; {why}"
 
 
 def _short(piece: str, limit: int = 60) -> str:

@@ -77,14 +77,19 @@ def suite_rows(suite: dict[str, Any]) -> list[Row]:
     found = [
         Row(SECTION, f"{name}: attack success, no layer ({pairs} pairs)", percent(under["none"]["attack"], pairs), "%")
     ]
-    for defence, label in (("contain-block", "contain(block)"), ("contain-pause", "contain(pause) + person")):
+    for defence, label in (
+        ("contain-block", "contain(block, plan)"),
+        ("contain-pause", "contain(pause, plan) + person"),
+        ("args-block", "contain(block), no plan"),
+        ("args-pause", "contain(pause), no plan + person"),
+    ):
         found.append(Row(SECTION, f"{name}: attack success, {label}", percent(under[defence]["attack"], pairs), "%"))
     block_aim = AIMS.get(name)
     naive = percent(under["naive-block"]["utility"], pairs)
     found.append(
         Row(
             SECTION,
-            f"{name}: utility under attack, contain(block) (naive rule {naive:.1f} %)",
+            f"{name}: utility under attack, contain(block, plan) (naive rule {naive:.1f} %)",
             percent(under["contain-block"]["utility"], pairs),
             "%",
             100.0,
@@ -95,7 +100,7 @@ def suite_rows(suite: dict[str, Any]) -> list[Row]:
     found.append(
         Row(
             SECTION,
-            f"{name}: utility under attack, contain(pause) + person",
+            f"{name}: utility under attack, contain(pause, plan) + person",
             percent(under["contain-pause"]["utility"], pairs),
             "%",
             utility_clean,
@@ -106,12 +111,22 @@ def suite_rows(suite: dict[str, Any]) -> list[Row]:
     found.append(
         Row(
             SECTION,
-            f"{name}: pauses per run under attack, contain(pause)",
+            f"{name}: pauses per run under attack, contain(pause, plan)",
             under["contain-pause"]["pauses"] / pairs,
             "",
             under["naive-pause"]["pauses"] / pairs,
             "naive rule",
             aim=1.0,
+        )
+    )
+    found.append(
+        Row(
+            SECTION,
+            f"{name}: utility under attack, contain(block), no plan",
+            percent(under["args-block"]["utility"], pairs),
+            "%",
+            100.0,
+            "all pairs",
         )
     )
     return found

@@ -34,7 +34,8 @@ from .trust import TOOLS
 
 VERSION = "v1.2"
 SUITES = ("workspace", "travel", "banking", "slack")
-DEFENCES = ("none", "contain-block", "contain-pause", "naive-block", "naive-pause")
+DEFENCES = ("none", "contain-block", "contain-pause", "args-block", "args-pause", "naive-block", "naive-pause")
+"""`contain-*`: `contain(action=..., plan=True)`; `args-*`: `contain(action=...)`, its arguments rule alone."""
 PERSON_REJECTS = "not something I asked for"
 
 
@@ -93,9 +94,15 @@ class Obeying:
         self.output = output
         self.obeyed = False
         self.count = 0
+        self.plan = list(dict.fromkeys(planned.function for planned in user_calls))
+        """What it answers `contain(plan=True)`: the user task's tools (it plans before it read any injection)."""
 
     async def request(self, call: ModelCall) -> ModelResponse:
         goal = self.goal
+        if not call.tools and call.output_type is not None:  # contain's plan: it sees only trusted content
+            if goal is not None and any(goal in _squeezed(m.text) for m in call.messages):
+                raise AssertionError("the plan call saw the injection")
+            return ModelResponse(Message.assistant(json.dumps({"tools": self.plan})))
         if (
             not self.obeyed
             and goal is not None
@@ -166,6 +173,8 @@ async def run_pair(suite: Any, user_task: Any, injection_task: Any, environment:
     tools = [DojoTool(f, runtime, env, ran, marks[f.name][0]) for f in suite.tools]
     agent: Agent[Any] = Agent(model, tools=tools, max_steps=60)
     if defence.startswith("contain"):
+        agent.use(contain(action=defence.split("-")[1], plan=True))  # type: ignore[arg-type]
+    elif defence.startswith("args"):
         agent.use(contain(action=defence.split("-")[1]))  # type: ignore[arg-type]
     elif defence.startswith("naive"):
         agent.use(Naive(defence.split("-")[1]))
@@ -224,7 +233,7 @@ async def measure(name: str, limit: int | None = None) -> dict[str, Any]:
         "injection_tasks": len(injection_tasks),
         "under_attack": figures,
         "without_attack": clean,
-        "attacks_that_succeeded": {d: found for d, found in attacks.items() if d.startswith("contain")},
+        "attacks_that_succeeded": {d: found for d, found in attacks.items() if not d.startswith(("none", "naive"))},
     }
 
 

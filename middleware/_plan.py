@@ -1,0 +1,57 @@
+"""The plan `contain(plan=...)` asks for: which tools the user's request needs, decided before untrusted content
+is in view.
+
+A separate model call with no tools: the trusted history before the first untrusted result (cut before the model
+turn that asked for it, so what it sees ends with the user's words or trusted results), then one user message
+listing the tools offered. It answers `Plan(tools=[...])`; names of tools not offered are dropped. A call that
+fails, or an answer that does not validate, makes an empty plan: every sensitive call after untrusted content
+is then contained (fail closed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from onion import Agent, Message, Model, Run, Tool
+from onion.tracing import note
+
+ASK = (
+    "Before you go on, list the tools you will call to do what was asked above, and no other: the tools "
+    "asked for or needed to get there. Answer with their names only.\n\nTools:\n{tools}"
+)
+
+
+@dataclass
+class Plan:
+    """The tools a run was asked to use, named before untrusted content arrived."""
+
+    tools: list[str] = field(default_factory=list)
+    """The names of the tools the user's request needs."""
+
+
+async def plan_for(
+    run: Run, model: Model, messages: Sequence[Message], first_untrusted: int, tools: Sequence[Tool]
+) -> list[str]:
+    """The plan's tool names, asked of `model` with `messages` before `first_untrusted` in view (usage added to
+    the run's); `[]` when the call fails."""
+    cut = first_untrusted
+    while cut > 0 and messages[cut - 1].role != "assistant":
+        cut -= 1
+    trusted = [m for m in messages[: cut - 1 if cut else first_untrusted] if not m.untrusted]
+    offered = {tool.name: tool for tool in tools}
+    listing = "\n".join(
+        f"- {name}: {(tool.description or '').splitlines()[0] if tool.description else ''}"
+        for name, tool in offered.items()
+    )
+    asked = [*trusted, Message.user(ASK.format(tools=listing))]
+    planner: Agent[Any] = Agent(model, output_type=Plan, name="contain-plan", max_steps=1)
+    try:
+        result = await planner.run(asked)
+    except Exception as error:
+        note(f"contain: the plan call failed ({type(error).__name__}): every sensitive call is contained")
+        return []
+    run.usage.add(result.usage)
+    plan: Plan = result.output
+    return [name for name in dict.fromkeys(plan.tools) if name in offered]
