@@ -81,7 +81,7 @@ def serve(
 
     `keep_events_bytes`: the most bytes of ended runs' events this process keeps for reconnects (the oldest
     ended go first). With an SQLite or Redis store, every streamed event is kept there too (`keep_events` seconds
-    after the run's last), so `GET /runs/{run_id}/events` works on any server process on that store.
+    after its stream ended), so `GET /runs/{run_id}/events` works on any server process on that store.
     """
     if token is not None and (not isinstance(token, str) or not token):
         raise ValueError("serve(token=...): the token must be a non-empty string (or None for no auth)")

@@ -27,6 +27,9 @@ from onion.stores import EventStore
 HEARTBEAT = b": heartbeat\n\n"
 POLL = 0.05
 """Seconds between reads of the store by a follower of a run another process streams."""
+RUNNING_KEEP = 86400.0
+"""Seconds the store keeps a running run's events after the last (`keep` once its stream ended): a silent tool
+may run longer than `keep`, and a stream whose process died goes in a day."""
 ENDED_WAIT = 2.0
 """How long a resume waits for the stream before it (streamed by another process) to be ended in the store."""
 logger = logging.getLogger("onion.serve")
@@ -72,7 +75,8 @@ class Publisher:
             while self.waiting or self.ending:
                 events, self.waiting = self.waiting, []
                 ending, self.ending = self.ending, False
-                if not await self.store.add_events(self.run_id, events, ended=ending, keep=self.keep):
+                keep = self.keep if ending else max(self.keep, RUNNING_KEEP)
+                if not await self.store.add_events(self.run_id, events, ended=ending, keep=keep):
                     raise RuntimeError("the store holds later events of it (another process streams it too)")
                 self.stored = events[-1][0] if events else self.stored
                 progress, self._progress = self._progress, asyncio.Event()
