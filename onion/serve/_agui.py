@@ -91,6 +91,7 @@ def start(agent: Agent[Any], channels: Channels, given: core.RunAgentInput, prin
             if given.resume:
                 run_id, decided_here = decisions(given.resume)
                 state = await decided(agent, run_id, decided_here, principal)
+                await channels.continue_from_store(channel, run_id)  # ids on from the run's, whoever streamed it
                 source = resumed(agent, state, principal)
             else:
                 current.set((channels, channel))  # the server's run layer names the channel

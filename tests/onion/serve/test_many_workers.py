@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from live_server import TOKEN, Served, free_port, sse_events, start, stop
+from test_ag_ui import run_input
 
 from onion import Message, ModelResponse, ToolRequest
 from onion.testing import Delay, FakeProviderServer
@@ -108,3 +109,24 @@ async def test_a_run_paused_on_one_worker_and_decided_on_the_other_is_followed_o
     assert sse_events(followed.text) == from_b and from_b[-1]["event"] == "run_finished"
     assert from_b[-1]["data"]["output"] == "Deleted old.txt, as approved." and done.status_code == 204
     assert a.effects_lines().count("delete old.txt") == 1
+
+
+async def test_an_ag_ui_run_paused_on_one_worker_and_resumed_over_ag_ui_on_the_other_keeps_one_numbering(
+    workers: tuple[Served, Served],
+) -> None:
+    """An AG-UI run pauses on A; its resume over AG-UI on B numbers its events on from A's; A sends them to a client
+    reconnecting with the paused stream's Last-Event-ID, as B sent them."""
+    a, b = workers
+    a.fake.script([asks("delete", path="ui.txt"), "Deleted ui.txt."])
+    async with a.client() as client:
+        paused = sse_events((await client.post("/ag-ui", json=run_input("tidy"))).text)
+    interrupt = paused[-1]["data"]["outcome"]["interrupts"][0]
+    resume = run_input(None, resume=[{"interruptId": interrupt["id"], "status": "resolved"}])
+    async with b.client() as client:
+        resumed = sse_events((await client.post("/ag-ui", json=resume)).text)
+    async with a.client() as client:
+        run_id, last = interrupt["metadata"]["run_id"], paused[-1]["id"]
+        followed = sse_events((await client.get(f"/runs/{run_id}/events", headers={"last-event-id": last})).text)
+    assert [int(e["id"]) for e in resumed] == list(range(int(last) + 1, int(last) + 1 + len(resumed)))
+    assert resumed[-1]["data"]["type"] == "RUN_FINISHED" and followed == resumed
+    assert a.effects_lines().count("delete ui.txt") == 1
