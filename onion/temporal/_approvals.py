@@ -57,6 +57,8 @@ class Waiting:
         replay got back to the pause."""
         self.ended = False
         """True once the workflow's code returned or raised: nothing will pause any more."""
+        self.in_doubt: set[tuple[str, str]] = set()
+        """The calls (run id, call id) paused because they may have run: their activity's worker stopped mid-call."""
 
     def pending(self) -> list[dict[str, Any]]:
         return [
@@ -120,7 +122,8 @@ class Waiting:
             if call.decision is not None and call.id not in before:
                 args = call.edited_args if call.decision == "edited" else None
                 reason = call.rejection if call.decision == "rejected" else None
-                state.decisions.append(DecisionRecord(call.id, call.decision, by, at, args, reason))
+                result = call.result if call.decision == "resolved" else None
+                state.decisions.append(DecisionRecord(call.id, call.decision, by, at, args, reason, result))
 
     def say_whether_waiting(self) -> None:
         """Sets the workflow's waiting attribute (if it has one): whether any of its runs waits for a person. A
@@ -162,8 +165,12 @@ async def wait_for_decisions(
     the workflow's event `log`, and the resumed run's events."""
     output_type = result._run.output_type if result._run is not None else None  # the run's own, if it has one
     while result.paused:
-        log.paused(result)
         run_id = result.run_id
+        for call in result.pending:  # the kind the run's pause gives them outside a workflow: "may have run"
+            if (run_id, call.id) in waiting.in_doubt:
+                waiting.in_doubt.discard((run_id, call.id))
+                call.kind = "in_doubt"
+        log.paused(result)
         waiting.tools[run_id] = {tool.name: tool for tool in agent.tools}
         waiting.states[run_id] = result.to_state()
         waiting.say_whether_waiting()
@@ -196,13 +203,17 @@ async def decide(
     edit: dict[str, dict[str, Any]] | None = None,
     principal: Principal | None = None,
     run_id: str | None = None,
+    resolve: dict[str, str] | None = None,
 ) -> None:
     """Decide pending calls (an update), on record as `principal`'s. Raises
     `temporalio.client.WorkflowUpdateFailedError` with the `DecisionRefused` text `agent.decide` gives (a call
     not pending or decided already, named twice, an edit of a paused model call); the run goes on once every
     pending call is decided. `run_id` names the run, for a workflow whose runs have calls of the same id.
+    `resolve` records what a person checked a call that may have run did (kind `"in_doubt"`): nothing runs.
     """
-    decision: dict[str, Any] = Decisions(tuple(approve), dict(reject or {}), dict(edit or {})).to_json()
+    decision: dict[str, Any] = Decisions(
+        tuple(approve), dict(reject or {}), dict(edit or {}), resolve=dict(resolve or {})
+    ).to_json()
     if principal is not None:
         decision["by"] = principal.to_dict()
     if run_id is not None:

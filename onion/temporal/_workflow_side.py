@@ -21,6 +21,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.workflow import ActivityCancellationType
 
 from .._calls import ModelCall, ToolCall
+from .._in_doubt import MAY_HAVE_RUN
 from .._results import ModelResponse, ToolResult
 from ._activities import MISSING, model_activity_name, tool_activity_name, tool_call_data
 from ._approvals import listen, wait_for_decisions
@@ -202,6 +203,10 @@ class WorkflowBoundary:
                 raise stopped from failure
             if tool.idempotent or not isinstance(failure.cause, TimeoutError):
                 raise
+            if tool.in_doubt == "ask":  # a person says whether it ran: the run pauses, the call "may have run"
+                call.pause_reason = MAY_HAVE_RUN
+                self.decisions.in_doubt.add((call.run.id, call.id))
+                return ToolResult("", call_id=call.id)
             return ToolResult(
                 f"Tool {tool.name} was interrupted: the worker running it stopped, and it is not idempotent, "
                 "so it was not run again. It may or may not have taken effect.",

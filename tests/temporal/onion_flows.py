@@ -15,7 +15,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 from middleware import approve
-from onion import Agent, ModelCall, tool
+from onion import Agent, ModelCall, ToolCall, tool
 from onion.providers.anthropic import AnthropicModel
 from onion.stores import MemoryStore
 from onion.temporal import ActivityOptions
@@ -55,8 +55,13 @@ def wall_clock() -> float:
 
 def _effect(line: str) -> bool:
     """Appends `line` to the side-effects file ($ONION_EFFECTS); True if it was there already."""
+    return _effects(line) > 0
+
+
+def _effects(line: str) -> int:
+    """Appends `line` to the side-effects file ($ONION_EFFECTS); how many times it was there already."""
     path = Path(os.environ["ONION_EFFECTS"])
-    seen = path.exists() and line in path.read_text().splitlines()
+    seen = path.read_text().splitlines().count(line) if path.exists() else 0
     with path.open("a") as file:
         file.write(line + "\n")
     return seen
@@ -86,10 +91,20 @@ def resend(order: int) -> str:
     return f"receipt of order {order} sent"
 
 
+@tool(in_doubt="ask")
+def refund(order: int, call: ToolCall) -> str:
+    """Refunds an order (not idempotent: after a crash mid-call a person decides). Its first run takes a minute, and
+    its second too for an order over 100."""
+    if _effects(f"refund start {order} {call.idempotency_key}") < (2 if order > 100 else 1):
+        time.sleep(60)
+    _effect(f"refund done {order} {call.idempotency_key}")
+    return f"refunded order {order}"
+
+
 def support_agent(url: str) -> Agent[str]:
     """The support agent on the real anthropic SDK, against the fake provider server at `url`."""
     model = AnthropicModel("claude-test", base_url=url, api_key="test-key", max_tokens=256)
-    return Agent(model, name="support", tools=[lookup, charge, resend])
+    return Agent(model, name="support", tools=[lookup, charge, resend, refund])
 
 
 def _text(content: Any) -> str:
