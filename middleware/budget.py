@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import inspect
 import json
@@ -9,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from onion import ModelCall, ModelNext, ModelResponse, Run, Usage
+from onion import Model, ModelCall, ModelNext, ModelResponse, Run, Usage
 from onion.errors import BudgetExceeded as BudgetExceeded
 from onion.prices import CACHE_RATES as CACHE_RATES
 from onion.prices import PRICES
@@ -21,6 +22,12 @@ from ._allowance import Allowances, Where
 
 SEEN_AT_MOST = 4096
 """The most allowances a layer remembers the last known spending of (beyond that it forgets them all)."""
+
+NOTHING = (0.0, 0)
+"""The spending a per-run budget's `Charges` start from (it counts in the run, not in them)."""
+
+SpendNow = Callable[[str, float, int, float, float | None, float | None], tuple[float, int]]
+"""A store's `spend_now(key, cost, tokens, now, window, ttl)`: `SpendStore.spend` answered without awaiting."""
 
 
 class budget:
@@ -37,7 +44,8 @@ class budget:
     of a `retry` inside, and a response a layer inside rejects, count too; the first response that goes over
     stops the run there, not added to the history (its usage is in `run.usage`). A call is not sent once the
     allowance is over. A model whose price `prices` (model name prefix -> USD per million tokens, merged
-    over `onion.prices.PRICES`) does not give is an `OnionError` before its call is sent. A run's own cost
+    over `onion.prices.PRICES`) does not give is an `OnionError` when the layer is added to its agent
+    (`check_model`), else before its first call is sent. A run's own cost
     is counted in `run.private` (under `key`) and reported in `run.state["cost"]`. The overspend bound of a
     shared allowance: docs/middleware-library.md ("budget"). Not usable bare.
     """
@@ -47,8 +55,10 @@ class budget:
         "_clock",
         "_hard_cost",
         "_hard_tokens",
+        "_here",
         "_line_cost",
         "_line_tokens",
+        "_model",
         "_rates",
         "_seen",
         "_soft_cost",
@@ -109,49 +119,101 @@ class budget:
         self._clock: Callable[[], float] = clock if callable(clock) else time.time
         self._seen: dict[str, tuple[float, int]] = {}
         self._rates: dict[str, tuple[float, float, float, float]] = {}  # by model name, as `rates` answers
+        self._model: object = None  # the model `check_model` last passed
+        self._here: SpendNow | None = getattr(self.store, "spend_now", None)
+
+    def check_model(self, model: Model) -> None:
+        """Raise `OnionError` naming how to give a price when `max_cost` needs one `model` lacks: called when the
+        layer is added to an agent (with the agent's model), and before a call to a model it has not seen."""
+        if self.max_cost is not None:
+            self.rates(str(getattr(model, "name", model)))
+        self._model = model
 
     async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
         run = call.run
-        if self.max_cost is not None:
-            name = str(getattr(call.model, "name", call.model))
-            if name not in self._rates:
-                self.rates(name)  # no price: an error before the call is sent
-        where: Where | None = None
-        spent: tuple[float, int]
-        if self.per == "run":
-            spent = run.private.get(self.key, 0.0), run.usage.total_tokens
-        else:
-            where = self._allowances.of(run, self._clock())
-            known = self._seen.get(where.key)  # what this worker last heard, unless it heard nothing or a line
-            if known is None or (
-                (known[0] >= self._line_cost or known[1] >= self._line_tokens) and self._stops(run, known, where)
-            ):
-                known = await self._spend(where, 0.0, 0)
-            spent = known
-        if spent[0] > self._hard_cost or spent[1] > self._hard_tokens:
-            self._check(run, spent, where, run.usage)
-        if spent[0] >= self._soft_cost or spent[1] >= self._soft_tokens:
-            paused = self._soft_pause(call, spent, where)
+        if call.model is not self._model:
+            self.check_model(call.model)  # no price: an error before the call is sent
+        spent = run.private.get(self.key, 0.0), run.usage.total_tokens
+        if spent[0] >= self._line_cost or spent[1] >= self._line_tokens:
+            paused = self._at_line(call, spent, None)
             if paused is not None:
                 return paused
-        charges = Charges(self, call, spent, where)
+        charges = Charges(self, call, NOTHING, None)
         call.on_response(charges)
         try:
             response = await call_next(call)
-            if charges.missed(response):  # made by a layer inside, not by a model
-                self._charge(call, response, run.usage + response.usage, charges)
         finally:
-            if where is not None and (charges.cost or charges.tokens):  # one round trip, however many attempts
-                spent = await self._spend(where, charges.cost, charges.tokens)
-        if where is not None and (spent[0] > self._hard_cost or spent[1] > self._hard_tokens):
-            self._check(run, spent, where, run.usage)
+            charges.closed = True
+        if charges.usages is None or charges.missed(response):  # made by a layer inside, not by a model
+            self._charge(charges, response, False)
         return response
+
+    def _at_line(self, call: ModelCall, spent: tuple[float, int], where: Where | None) -> ModelResponse | None:
+        """At or past the first line: raise past the hard one; the pause at the soft one, unless a person let this
+        run past it."""
+        if spent[0] > self._hard_cost or spent[1] > self._hard_tokens:
+            self._check(call.run, spent, where, call.run.usage)
+        if spent[0] >= self._soft_cost or spent[1] >= self._soft_tokens:
+            return self._soft_pause(call, spent, where)
+        return None
+
+    __signature__ = inspect.Signature(list(inspect.signature(__init__).parameters.values())[1:])
+    """What `help(budget)` and the docs show: `__init__`'s parameters, not `__new__`'s (`*args, per, **options`)."""
+
+    def _charge(self, charges: Charges, response: ModelResponse, counted: bool) -> None:
+        """Add `response`'s cost to the run's (and to a shared allowance: `_add`), then raise if the allowance is
+        over: the run's own (its usage with this response's, `counted` there already or not), or the allowance's."""
+        run, usage = charges.run, response.usage
+        private = run.private
+        cost: float = private.get(self.key, 0.0)
+        priced = 0.0
+        if self.max_cost is not None and (usage.input_tokens or usage.output_tokens):
+            name = response.model or str(getattr(charges.model, "name", charges.model))
+            found = self._rates.get(name)
+            priced = _cost_at(self.rates(name) if found is None else found, usage)
+            cost += priced
+            private[self.key] = run.state["cost"] = cost
+        tokens = usage.input_tokens + usage.output_tokens
+        where = charges.where
+        if where is None:
+            spent = cost, run.usage.total_tokens + (0 if counted else tokens)
+        else:
+            spent = self._add(charges, where, priced, tokens)
+        if spent[0] > self._hard_cost or spent[1] > self._hard_tokens:
+            self._over(run, spent, where, usage, counted)
+
+    def _add(self, charges: Charges, where: Where, cost: float, tokens: int) -> tuple[float, int]:
+        """Add one response's `cost` and `tokens` to the allowance; its spending: the total a store in this process
+        answers, else what the worker knew plus this call's charges.
+
+        To a store elsewhere the addition is sent at once and its answer waited for in `shared_budget.wrap_model`:
+        on Redis it travels in the same round trip as what the layers between the model and `budget` send on the
+        way out (`rate_limit`'s correction)."""
+        charges.cost += cost
+        charges.tokens += tokens
+        here = self._here
+        if here is not None and (cost or tokens):  # answered at once: nothing comes late
+            now = self._clock()
+            ttl = None if where.expires is None else where.expires - now
+            spent = charges.heard = self._seen[where.key] = here(where.key, cost, tokens, now, where.rolling, ttl)
+            return spent
+        if cost or tokens:
+            sent = asyncio.get_running_loop().create_task(self._spend(where, cost, tokens))
+            if charges.sending is None:
+                charges.sending = [sent]
+            else:
+                charges.sending.append(sent)
+        return charges.spent[0] + charges.cost, charges.spent[1] + charges.tokens
 
     async def _spend(self, where: Where, cost: float, tokens: int) -> tuple[float, int]:
         """Add to the allowance in the store (nothing: read it); its totals, remembered as the last known."""
         now = self._clock()
         ttl = None if where.expires is None else where.expires - now
         spent = await self.store.spend(where.key, cost, tokens, now=now, window=where.rolling, ttl=ttl)
+        return self._heard(where, spent)
+
+    def _heard(self, where: Where, spent: tuple[float, int]) -> tuple[float, int]:
+        """Remember `spent`, the store's answer, as the allowance's last known spending; `spent`."""
         seen = self._seen
         known = seen.get(where.key)
         if known is None:
@@ -164,9 +226,6 @@ class budget:
             seen[where.key] = max(known[0], spent[0]), max(known[1], spent[1])
         return spent
 
-    __signature__ = inspect.Signature(list(inspect.signature(__init__).parameters.values())[1:])
-    """What `help(budget)` and the docs show: `__init__`'s parameters, not `__new__`'s (`*args, per, **options`)."""
-
     def _stops(self, run: Run, spent: tuple[float, int], where: Where) -> bool:
         """Whether `spent` would stop a call of `run`, or pause it at a soft line it was not let past."""
         cost, tokens = spent
@@ -175,29 +234,11 @@ class budget:
         soft = cost >= self._soft_cost or tokens >= self._soft_tokens
         return soft and run.private.get(self._soft_key) != f"approved {where.key}"
 
-    def _charge(self, call: ModelCall, response: ModelResponse, total: Usage, charges: Charges) -> None:
-        """Add `response`'s cost to the run's (and to `charges`, for a shared allowance), then raise if the
-        allowance is over: the run's usage `total` (with it), or what the worker knew plus `charges`."""
-        run, usage = call.run, response.usage
-        private = run.private
-        cost: float = private.get(self.key, 0.0)
-        priced = 0.0
-        if self.max_cost is not None and (usage.input_tokens or usage.output_tokens):
-            name = response.model or str(getattr(call.model, "name", call.model))
-            priced = _cost_at(self.rates(name), usage)
-            cost += priced
-            private[self.key] = run.state["cost"] = cost
-        where = charges.where
-        if where is None:
-            spent = cost, total.total_tokens
-        else:
-            charges.cost += priced
-            charges.tokens += usage.total_tokens
-            spent = charges.spent[0] + charges.cost, charges.spent[1] + charges.tokens
-        if spent[0] > self._hard_cost or spent[1] > self._hard_tokens:
-            if total is not run.usage:
-                run.usage.add(usage)
-            self._check(run, spent, where, total)
+    def _over(self, run: Run, spent: tuple[float, int], where: Where | None, usage: Usage, counted: bool) -> None:
+        """Raise `BudgetExceeded` for `spent`, the run's usage first made to hold `usage` (unless `counted`)."""
+        if not counted:
+            run.usage.add(usage)
+        self._check(run, spent, where, run.usage)
 
     def _check(self, run: Run, spent: tuple[float, int], where: Where | None, total: Usage) -> None:
         """Raise `BudgetExceeded` if `spent` (cost, tokens) is over a limit; `total` is the run's usage."""
@@ -293,22 +334,66 @@ class shared_budget(budget):
     nondeterministic = "it counts spending in a store that other runs share"
     """Why a replay of a run may decide differently with this layer: engines that replay workflow code refuse it."""
 
+    async def wrap_model(self, call: ModelCall, call_next: ModelNext) -> ModelResponse:
+        run = call.run
+        if call.model is not self._model:
+            self.check_model(call.model)  # no price: an error before the call is sent
+        where = self._allowances.of(run, self._clock())
+        spent = self._seen.get(where.key)  # what this worker last heard, unless it heard nothing or a line
+        if spent is None or (
+            (spent[0] >= self._line_cost or spent[1] >= self._line_tokens) and self._stops(run, spent, where)
+        ):
+            spent = await self._spend(where, 0.0, 0)
+        if spent[0] >= self._line_cost or spent[1] >= self._line_tokens:
+            paused = self._at_line(call, spent, where)
+            if paused is not None:
+                return paused
+        charges = Charges(self, call, spent, where)
+        call.on_response(charges)
+        try:
+            response = await call_next(call)
+            if charges.usages is None or charges.missed(response):  # made by a layer inside, not by a model
+                self._charge(charges, response, False)
+        finally:
+            charges.closed = True
+            sending = charges.sending
+            if sending is not None:  # the additions on their way to the store: their answers, the last one's kept
+                charges.heard = (await asyncio.shield(asyncio.gather(*sending)))[-1]
+        spent = charges.heard
+        if spent[0] > self._hard_cost or spent[1] > self._hard_tokens:
+            self._check(run, spent, where, run.usage)
+        return response
+
 
 class Charges:
-    """What one model call's responses cost, as `budget` charges each (`ModelCall.on_response`)."""
+    """What one model call's responses cost, as `budget` charges each (`ModelCall.on_response`), while the layer
+    waits for them (`closed` after: a layer outside that sends the call again reaches a new `Charges`).
 
-    __slots__ = ("budget", "call", "cost", "spent", "tokens", "usages", "where")
+    It keeps the call's run and model, not the call, which keeps it: a cycle per model call would be freed only
+    by the garbage collector, which then runs often (it cost `budget` about 0.3 µs a call)."""
+
+    __slots__ = ("budget", "closed", "cost", "heard", "model", "run", "sending", "spent", "tokens", "usages", "where")
 
     def __init__(self, layer: budget, call: ModelCall, spent: tuple[float, int], where: Where | None) -> None:
-        self.budget, self.call, self.spent, self.where = layer, call, spent, where
-        self.cost, self.tokens = 0.0, 0
-        self.usages: list[Usage] = []
+        self.budget, self.run, self.model, self.spent, self.where = layer, call.run, call.model, spent, where
+        self.cost, self.tokens, self.closed = 0.0, 0, False
+        self.heard = spent
+        """The allowance's spending as the store last answered for this call (`spent`, what was known before it)."""
+        self.sending: list[asyncio.Task[tuple[float, int]]] | None = None
+        """Additions sent to a store elsewhere, their answers not yet read."""
+        self.usages: list[Usage] | None = None
+        """The usage of each response charged, for `missed`."""
 
     def __call__(self, response: ModelResponse) -> None:
-        self.usages.append(response.usage)
-        self.budget._charge(self.call, response, self.call.run.usage, self)
+        if not self.closed:
+            usages = self.usages
+            if usages is None:
+                self.usages = [response.usage]
+            else:
+                usages.append(response.usage)
+            self.budget._charge(self, response, True)
 
     def missed(self, response: ModelResponse) -> bool:
         """Whether `response` was never charged: a layer inside made it, no model produced it."""
-        usage = response.usage
-        return all(seen is not usage for seen in self.usages)
+        usage, usages = response.usage, self.usages
+        return usages is None or (usages[-1] is not usage and all(seen is not usage for seen in usages))

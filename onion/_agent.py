@@ -14,6 +14,7 @@ from ._durable import Decisions, decide, journaled, recover, resume_run, run_in_
 from ._durable.state import RunState
 from ._durable.trust import signing_keys
 from ._events import Event
+from ._layers import Layer
 from ._loop import Loop, first_messages
 from ._messages import Message
 from ._model import resolve_model
@@ -84,6 +85,7 @@ class Agent(Generic[OutputT]):
         self.settings = dict(settings or {})
         self.checked = checked_by_default() if checked is None else checked
         self.stack = Stack(*middleware, name=self.name)
+        check_model(self.stack.layers(), self.model)
         self.store = store
         """Where runs are journaled and sessions kept (`onion.stores`); None: runs live in memory only."""
         if lease <= 0:
@@ -128,7 +130,9 @@ class Agent(Generic[OutputT]):
         await self.aclose()
 
     def use(self, *middleware: Any) -> Self:
-        """Append middleware (innermost so far); returns the agent."""
+        """Append middleware (innermost so far); returns the agent. A layer that refuses the agent's model
+        (`check_model`) raises here, and is not added."""
+        check_model(middleware, self.model)
         self.stack.use(*middleware)
         return self
 
@@ -392,3 +396,16 @@ def _sync(coroutine: Coroutine[Any, Any, T], name: str, instead: str) -> T:
         return asyncio.run(coroutine)
     coroutine.close()
     raise RuntimeError(f"{name}() called inside an event loop: use `await {instead}`")
+
+
+def check_model(middleware: Iterable[Any], model: Model) -> None:
+    """Give each layer in `middleware` that has `check_model(model)` the agent's model: one that cannot serve it
+    raises (`budget` without a price for it). A class is made when it is added: its layer checks at its first call."""
+    for item in middleware:
+        if isinstance(item, Stack):
+            check_model(item.layers(), model)
+            continue
+        source = item.source if isinstance(item, Layer) else item
+        check = None if isinstance(source, type) else getattr(source, "check_model", None)
+        if callable(check):
+            check(model)

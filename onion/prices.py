@@ -82,6 +82,8 @@ def cost_at(prices: tuple[float, float, float, float], usage: Usage) -> float:
     cache write tokens)."""
     input_price, output_price, read_price, write_price = prices
     read, written = usage.cached_input_tokens, usage.cache_write_tokens
-    uncached = max(usage.input_tokens - read - written, 0)
+    uncached = usage.input_tokens - read - written
+    if uncached < 0:
+        uncached = 0
     total = uncached * input_price + read * read_price + written * write_price + usage.output_tokens * output_price
     return total / 1_000_000

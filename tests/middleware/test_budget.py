@@ -201,3 +201,48 @@ async def test_the_cost_survives_a_crash_through_the_journal() -> None:
     with pytest.raises(BudgetExceeded) as over:
         await later.use(budget(max_cost=1.0, prices=PRICED)).recover(record.run_id)
     assert over.value.cost == pytest.approx(1.2)
+
+
+@pytest.mark.parametrize("per", ["run", "tenant"])
+async def test_a_retry_outside_charges_each_attempt_once(per: str) -> None:
+    """`retry` outside `budget` sends the same call through it again: each response is charged once, not once
+    more for every earlier attempt (each attempt's $0.15 adds up to $0.30 after two)."""
+    from middleware import retry
+    from onion import ModelCall
+    from onion.errors import ResponseFormatError
+
+    attempts = 0
+
+    async def reject_first(ctx: ModelCall, call_next: Handler) -> ModelResponse:
+        nonlocal attempts
+        attempts += 1
+        answer = await call_next(ctx)
+        if attempts == 1:
+            raise ResponseFormatError("the answer is not valid JSON")
+        return answer
+
+    async def no_wait(seconds: float) -> None:
+        return None
+
+    usage = Usage(200_000, 200_000, 1)
+    model = scripted([response("x", usage), response("y", usage)])
+    shared = {} if per == "run" else {"per": per, "store": MemoryStore()}
+    layer = budget(max_cost=1.0, **shared)  # type: ignore[arg-type]
+    result = await Agent(model, middleware=[retry(attempts=2, sleep=no_wait), layer, reject_first]).run("hi")
+    assert result.output == "y" and result.state["cost"] == pytest.approx(0.30)
+
+
+def test_a_model_without_a_price_is_an_error_when_the_budget_is_added_to_its_agent() -> None:
+    """Seen at `agent.use(budget(...))` and at `Agent(..., middleware=[...])` (in a nested stack too), before any
+    run: the error names the model and how to price it, and the agent is left without the layer."""
+    from onion import Stack
+
+    model = ScriptedModel([], name="mystery-9")
+    agent = Agent(model)
+    with pytest.raises(OnionError, match=r"no price for model 'mystery-9'; pass budget\(prices=\{'mystery-9'"):
+        agent.use(budget(max_cost=1))
+    assert agent.stack.layers() == []
+    with pytest.raises(OnionError, match="no price for model 'mystery-9'"):
+        Agent(model, middleware=[Stack(budget(max_cost=1, per="tenant", store=MemoryStore()))])
+    Agent(model, middleware=[budget(max_tokens=1_000)])  # a token limit needs no price
+    Agent(model).use(budget(max_cost=1, prices={"mystery": (1.0, 2.0)}))

@@ -320,6 +320,50 @@ async def test_a_shared_budget_on_redis_costs_one_round_trip_per_model_call(redi
     await store.aclose()
 
 
+@pytest.mark.parametrize(
+    ("order", "round_trips", "scripts"),
+    [
+        ("rate_limit alone", 2, 2),  # its reservation before the call, its correction after
+        ("budget alone", 1, 1),  # the spend
+        ("budget outside rate_limit", 2, 3),  # the spend travels with the correction: no round trip added
+        ("rate_limit outside budget", 3, 3),  # the spend is answered before rate_limit corrects: one more
+    ],
+)
+async def test_on_redis_a_shared_budget_adds_at_most_one_round_trip_and_none_outside_rate_limit(
+    redis_server: Any, order: str, round_trips: int, scripts: int
+) -> None:
+    """Counted by the server (INFO: `total_reads_processed`, one per write it reads; `cmdstat_evalsha`): after a
+    warm-up run, each of a run's 4 model calls costs `round_trips` round trips and `scripts` scripts."""
+    import redis
+
+    from middleware import rate_limit
+
+    store = RedisStore(redis_server.url, namespace="t")
+    limit = rate_limit(rpm=1e6, tpm=1e9, store=store)
+    spending = budget(max_cost=100.0, per="tenant", window="day", prices=PRICES, store=store)
+    layers = {
+        "rate_limit alone": [limit],
+        "budget alone": [spending],
+        "budget outside rate_limit": [spending, limit],
+        "rate_limit outside budget": [limit, spending],
+    }[order]
+    server = redis.Redis.from_url(redis_server.url)
+
+    def counts() -> tuple[int, int]:
+        found = server.info("stats", "commandstats")  # one command: one read of its own
+        return found["total_reads_processed"], found.get("cmdstat_evalsha", {}).get("calls", 0)
+
+    warm_up = Agent(ScriptedModel([answer(cents=1)], name="priced"), middleware=layers)
+    await warm_up.run("warm up", principal=ACME)  # connects, loads the scripts, reads the allowance
+    reads, evals = counts()
+    script = [asks(cents=1), asks(cents=1), asks(cents=1), answer(cents=1)]
+    await Agent(ScriptedModel(script, name="priced"), tools=[step], middleware=layers).run("hi", principal=ACME)
+    after_reads, after_evals = counts()
+    assert (after_reads - reads - 1, after_evals - evals) == (4 * round_trips, 4 * scripts)
+    server.close()
+    await store.aclose()
+
+
 def test_a_shared_budget_says_it_cannot_run_in_workflow_code_and_a_per_run_one_can() -> None:
     shared = budget(max_cost=1.0, per="tenant", window="day")
     assert isinstance(shared, budget) and "a store that other runs share" in str(shared.nondeterministic)
