@@ -25,6 +25,9 @@ from .workload import QUESTION, StepModel, add
 
 SECTION = "library"
 
+BUDGET_BAR_US = 5.0
+"""What a model call through a shared `budget` on `MemoryStore` may cost at most, in µs (issue 36)."""
+
 
 class Discard(logging.Handler):
     """Formats every record (the work a real handler does first), then drops it."""
@@ -188,6 +191,15 @@ def rows(scale: Scale) -> list[Row]:
             "µs",
             spend["bare"] * 1e6,
             "bare call",
+        ),
+        Row(
+            SECTION,
+            "budget per tenant and day (MemoryStore), the whole charged model call",
+            spend["shared"] * 1e6,
+            "µs",
+            BUDGET_BAR_US,
+            "bar",
+            1.0,
         ),
         *(
             Row(
