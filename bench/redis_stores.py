@@ -4,7 +4,8 @@ Round trips are counted at the client: every packed write of one command (or
 one pipeline) to the socket is one, after a warm-up that opened the
 connection and loaded the scripts. Each is compared with the aim of issue 11
 (rate_limit 1 before + 1 after a model call, cache 1 on a miss + 1 to store,
-the journal 1 per model call and 1 per tool batch). The throughput row runs
+the journal 1 per model call and 1 per tool batch) or issue 36 (a shared
+budget 1 per model call, none more than rate_limit's when it sits outside it). The throughput row runs
 1,000 concurrent runs (100 with --quick) of the standard workload (50 ms per
 model call) through `rate_limit` + `cache` + the journal, all on one
 `RedisStore`, against the same on `MemoryStore`s. It needs a `redis-server`
@@ -20,8 +21,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from middleware import cache, concurrency, rate_limit
-from onion import Agent
+from middleware import budget, cache, concurrency, rate_limit
+from onion import Agent, ModelCall, ModelResponse, Usage
 from onion.stores import MemoryStore, RedisStore
 from onion.testing import RedisServer
 
@@ -58,6 +59,14 @@ def counted_store(url: str) -> RedisStore:
     return RedisStore(url, namespace=f"bench-{uuid.uuid4().hex[:8]}", client=Redis(connection_pool=pool))
 
 
+class ChargedModel(CallsModel):
+    """`CallsModel` whose every response used 1,100 tokens, so a `budget` charges it."""
+
+    async def request(self, call: ModelCall) -> ModelResponse:
+        response = await super().request(call)
+        return ModelResponse(response.message, Usage(1000, 100, 1), model=self.name)
+
+
 async def trips_per(agent: Agent, prompt: Callable[[int], str], rounds: int = ROUNDS) -> float:
     """Round trips per run of `agent` on `prompt(i)`, after one warm-up run."""
     await agent.run(prompt(-1))
@@ -83,6 +92,13 @@ async def count(url: str) -> dict[str, float]:
     cached = Agent(CallsModel(0)).use(cache(store=store))
     t["cache miss"] = await trips_per(cached, fresh)
     t["cache hit"] = await trips_per(cached, same)
+
+    def daily() -> budget:
+        return budget(max_cost=1e9, per="tenant", window="day", prices={"calls": (1.0, 1.0)}, store=store)
+
+    t["budget"] = await trips_per(Agent(ChargedModel(0)).use(daily()), fresh)
+    both = rate_limit(rpm=1_000_000, tpm=1_000_000_000, store=store)
+    t["budget + rate_limit"] = await trips_per(Agent(ChargedModel(0)).use(daily(), both), fresh)
     capped = Agent(CallsModel(0)).use(concurrency(None, models=8, store=store))
     t["concurrency"] = await trips_per(capped, fresh)
     for calls in (0, 1, 3):
@@ -137,6 +153,13 @@ def rows(scale: Scale) -> list[Row]:
 
     return [
         aim("rate_limit (rpm + tpm), per model call", trips["rate_limit"], 2, "aim: 1 before + 1 after"),
+        aim("budget(per='tenant', window='day'), per model call", trips["budget"], 1, "aim: 1 spend"),
+        aim(
+            "budget outside rate_limit, one store, per model call",
+            trips["budget + rate_limit"],
+            2,
+            "aim: rate_limit's 2",
+        ),
         aim("cache, per model call that misses", trips["cache miss"], 2, "aim: 1 get + 1 set"),
         aim("cache, per model call that hits", trips["cache hit"], 1, "aim: 1 get"),
         aim("concurrency(models=8, store=), per model call", trips["concurrency"], 2, "aim: take + free"),
