@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import importlib
+import inspect
 import json
 from collections.abc import Callable
 from typing import Any
@@ -41,10 +42,15 @@ def tool_activity_name(agent: str, tool: str) -> str:
     return f"{agent}.tool.{tool}"
 
 
+def reconcile_activity_name(agent: str, tool: str) -> str:
+    return f"{agent}.reconcile.{tool}"
+
+
 def agent_activities(agent: Agent[Any], options: ActivityOptions) -> list[Callable[..., Any]]:
-    """The model activity of `agent` and one activity per tool in `agent.tools`."""
+    """The model activity of `agent`, one activity per tool in `agent.tools`, and one per tool's `reconcile`."""
     made: list[Callable[..., Any]] = [_model_activity(agent, options)]
     made.extend(_tool_activity(agent, tool, options) for tool in agent.tools)
+    made.extend(_reconcile_activity(agent, tool) for tool in agent.tools if tool.reconcile is not None)
     return made
 
 
@@ -187,6 +193,28 @@ def _tool_activity(agent: Agent[Any], tool: Tool, options: ActivityOptions) -> C
         )
 
     return activity.defn(name=tool_activity_name(agent.name, tool.name))(run_tool)
+
+
+def _reconcile_activity(agent: Agent[Any], tool: Tool) -> Callable[..., Any]:
+    """`tool.reconcile(call)` for a call whose activity's worker stopped mid-call: what happened (a result), or None
+    (it did not happen: run it again). A reconcile that raises fails the activity, with Temporal's retries."""
+
+    async def reconcile(args: dict[str, Any], call: dict[str, Any]) -> dict[str, Any] | None:
+        check = tool.reconcile
+        assert check is not None
+        asked = _tool_call(agent, tool, args, call)
+        found = await check(asked) if inspect.iscoroutinefunction(check) else await asyncio.to_thread(check, asked)
+        if inspect.isawaitable(found):
+            found = await found
+        if found is not None and not isinstance(found, ToolResult):
+            raise ApplicationError(
+                f"tool {tool.name}: reconcile returned {type(found).__name__}, not a ToolResult or None",
+                type="TypeError",
+                non_retryable=True,
+            )
+        return None if found is None else result_data(found)
+
+    return activity.defn(name=reconcile_activity_name(agent.name, tool.name))(reconcile)
 
 
 def tool_call_data(call: ToolCall) -> dict[str, Any]:

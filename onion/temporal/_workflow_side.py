@@ -23,7 +23,9 @@ from temporalio.workflow import ActivityCancellationType
 from .._calls import ModelCall, ToolCall
 from .._in_doubt import MAY_HAVE_RUN
 from .._results import ModelResponse, ToolResult
-from ._activities import MISSING, model_activity_name, tool_activity_name, tool_call_data
+from .._text import valid_text
+from .._tools import Tool
+from ._activities import MISSING, model_activity_name, reconcile_activity_name, tool_activity_name, tool_call_data
 from ._approvals import listen, wait_for_decisions
 from ._determinism import NotDeterministic, refuse_nondeterministic, unregistered
 from ._events import EventLog
@@ -188,29 +190,60 @@ class WorkflowBoundary:
                 f"tool {call.name} is not one of agent {agent}'s tools, so it has no activity: "
                 "a tool a layer or an MCP server adds cannot run inside a workflow yet"
             )
-        try:
-            data = await workflow.execute_activity(
-                tool_activity_name(agent, tool.name),
-                args=[call.args, tool_call_data(call)],
-                start_to_close_timeout=options.start_to_close_timeout,
-                heartbeat_timeout=options.heartbeat_timeout,
-                retry_policy=options.retry if tool.idempotent else _ONCE,
-                cancellation_type=_WAIT,
-                result_type=dict,
-            )
-        except ActivityError as failure:
-            if (stopped := cancelled(failure)) is not None:
-                raise stopped from failure
-            if tool.idempotent or not isinstance(failure.cause, TimeoutError):
-                raise
-            if tool.in_doubt == "ask":  # a person says whether it ran: the run pauses, the call "may have run"
-                call.pause_reason = MAY_HAVE_RUN
-                self.decisions.in_doubt.add((call.run.id, call.id))
-                return ToolResult("", call_id=call.id)
-            return ToolResult(
-                f"Tool {tool.name} was interrupted: the worker running it stopped, and it is not idempotent, "
-                "so it was not run again. It may or may not have taken effect.",
-                is_error=True,
-                call_id=call.id,
-            )
-        return result_from(data, call.id)
+        while True:
+            try:
+                data = await workflow.execute_activity(
+                    tool_activity_name(agent, tool.name),
+                    args=[call.args, tool_call_data(call)],
+                    start_to_close_timeout=options.start_to_close_timeout,
+                    heartbeat_timeout=options.heartbeat_timeout,
+                    retry_policy=options.retry if tool.idempotent else _ONCE,
+                    cancellation_type=_WAIT,
+                    result_type=dict,
+                )
+            except ActivityError as failure:
+                if (stopped := cancelled(failure)) is not None:
+                    raise stopped from failure
+                if tool.idempotent or not isinstance(failure.cause, TimeoutError):
+                    raise
+                settled = await self._in_doubt(call, tool)
+                if settled is None:
+                    continue  # its reconcile found it did not happen: it runs again
+                return settled
+            return result_from(data, call.id)
+
+    async def _in_doubt(self, call: ToolCall, tool: Tool) -> ToolResult | None:
+        """What a call whose activity's worker stopped mid-call comes to, as in a recovered run outside: what its
+        tool's `reconcile` found happened (None: it did not, run it again), a pause for a person (`in_doubt="ask"`,
+        also when `reconcile` failed), else an error result saying it was interrupted. A `reconcile` that fails
+        for a tool that does not ask fails the run."""
+        reason = MAY_HAVE_RUN
+        if tool.reconcile is not None:
+            try:
+                found = await workflow.execute_activity(
+                    reconcile_activity_name(call.run.agent.name, tool.name),
+                    args=[call.args, tool_call_data(call)],
+                    start_to_close_timeout=self.options.start_to_close_timeout,
+                    retry_policy=self.options.retry,
+                    cancellation_type=_WAIT,
+                )
+            except ActivityError as failure:
+                if (stopped := cancelled(failure)) is not None:
+                    raise stopped from failure
+                if tool.in_doubt != "ask":
+                    raise
+                cause = failure.cause
+                why = f"{cause.type}: {cause.message}" if isinstance(cause, ApplicationError) else str(cause)
+                reason = valid_text(f"{MAY_HAVE_RUN}; its reconcile failed: {why}")
+            else:
+                return None if found is None else result_from(found, call.id)
+        if tool.in_doubt == "ask":  # a person says whether it ran: the run pauses, the call "may have run"
+            call.pause_reason = reason
+            self.decisions.in_doubt.add((call.run.id, call.id))
+            return ToolResult("", call_id=call.id)
+        return ToolResult(
+            f"Tool {tool.name} was interrupted: the worker running it stopped, and it is not idempotent, "
+            "so it was not run again. It may or may not have taken effect.",
+            is_error=True,
+            call_id=call.id,
+        )

@@ -15,7 +15,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 from middleware import approve
-from onion import Agent, ModelCall, ToolCall, tool
+from onion import Agent, ModelCall, ToolCall, ToolResult, tool
 from onion.providers.anthropic import AnthropicModel
 from onion.stores import MemoryStore
 from onion.temporal import ActivityOptions
@@ -101,10 +101,34 @@ def refund(order: int, call: ToolCall) -> str:
     return f"refunded order {order}"
 
 
+def _settled(call: ToolCall) -> ToolResult | None:
+    """Asks the payment API (the side-effects file) whether this call's settlement happened; it is down for order 13."""
+    order = call.args["order"]
+    if order == 13:
+        raise RuntimeError("the payment API is down")
+    path = Path(os.environ["ONION_EFFECTS"])
+    if f"settle done {order} {call.idempotency_key}" in path.read_text().splitlines():
+        return ToolResult(f"order {order} was settled (found by reconcile)")
+    return None
+
+
+@tool(in_doubt="ask", reconcile=_settled)
+def settle(order: int, call: ToolCall) -> str:
+    """Settles an order (not idempotent: after a crash mid-call its reconcile asks the payment API, else a person).
+    Its first run takes a minute, after settling for an order over 100, before for the others."""
+    done = f"settle done {order} {call.idempotency_key}"
+    if not _effect(f"settle start {order} {call.idempotency_key}"):
+        if order > 100:
+            _effect(done)
+        time.sleep(60)
+    _effect(done)
+    return f"settled order {order}"
+
+
 def support_agent(url: str) -> Agent[str]:
     """The support agent on the real anthropic SDK, against the fake provider server at `url`."""
     model = AnthropicModel("claude-test", base_url=url, api_key="test-key", max_tokens=256)
-    return Agent(model, name="support", tools=[lookup, charge, resend, refund])
+    return Agent(model, name="support", tools=[lookup, charge, resend, refund, settle])
 
 
 def _text(content: Any) -> str:

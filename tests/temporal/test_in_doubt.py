@@ -112,9 +112,46 @@ async def test_an_approved_call_whose_worker_dies_again_pauses_again(
     assert [line.split()[1] for line in lines] == ["start", "start", "start", "done"]
 
 
-async def _started(effects: Path, count: int) -> None:
+async def test_a_tool_with_reconcile_asks_the_outside_world_then_a_person_when_it_cannot_tell(
+    workers: Workers, fake: FakeProviderServer
+) -> None:
+    """Three settlements killed mid-call (`@tool(in_doubt="ask", reconcile=)`): one that had not happened runs again
+    and finishes; one that had is answered by reconcile, not run again; one whose reconcile fails (the payment API
+    down) pauses for a person, the failure in its reason, and the person's resolve is what the model reads."""
+    effects = Path(workers.env["ONION_EFFECTS"])
+    client = await Client.connect(workers.address, plugins=[OnionPlugin(onion_flows.support_agent(fake.url))])
+    first = workers.start()
+    again, found, down = [
+        await client.start_workflow(
+            onion_flows.Support.run, f"please settle {order}", id=f"w-{uuid.uuid4().hex}", task_queue=workers.queue
+        )
+        for order in (5, 105, 13)
+    ]
+    await _started(effects, 3, "settle")
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    workers.start()
+    assert await again.result() == "done: settled order 5"
+    assert await found.result() == "done: order 105 was settled (found by reconcile)"
+    call = await _waiting(down)
+    assert call.kind == "in_doubt"
+    assert call.reason == f"{MAY_HAVE_RUN}; its reconcile failed: RuntimeError: the payment API is down"
+    await decide(down, resolve={call.id: "settled order 13 (checked by hand)"})
+    assert await down.result() == "done: settled order 13 (checked by hand)"
+    runs = sorted(line.rsplit(" ", 1)[0] for line in _lines(effects))
+    assert runs == [
+        "settle done 105",
+        "settle done 5",
+        "settle start 105",
+        "settle start 13",
+        "settle start 5",
+        "settle start 5",
+    ]
+
+
+async def _started(effects: Path, count: int, tool: str = "refund") -> None:
     deadline = time.monotonic() + 30
-    while len([line for line in _lines(effects) if line.startswith("refund start")]) < count:
+    while len([line for line in _lines(effects) if line.startswith(f"{tool} start")]) < count:
         assert time.monotonic() < deadline, f"the refund never started {count} times: {_lines(effects)}"
         await asyncio.sleep(0.05)
 
