@@ -32,10 +32,11 @@ class Plan:
 
 
 async def plan_for(
-    run: Run, model: Model, messages: Sequence[Message], first_untrusted: int, tools: Sequence[Tool]
+    run: Run, planner: Model | Agent[Any], messages: Sequence[Message], first_untrusted: int, tools: Sequence[Tool]
 ) -> list[str]:
-    """The plan's tool names, asked of `model` with `messages` before `first_untrusted` in view (usage added to
-    the run's); `[]` when the call fails."""
+    """The plan's tool names, asked of `planner` (a model, or an agent of the caller's: under Temporal, one the
+    plugin knows) with `messages` before `first_untrusted` in view (usage added to the run's); `[]` when the call
+    fails."""
     cut = first_untrusted
     while cut > 0 and messages[cut - 1].role != "assistant":
         cut -= 1
@@ -46,9 +47,9 @@ async def plan_for(
         for name, tool in offered.items()
     )
     asked = [*trusted, Message.user(ASK.format(tools=listing))]
-    planner: Agent[Any] = Agent(model, output_type=Plan, name="contain-plan", max_steps=1)
+    agent = planner if isinstance(planner, Agent) else Agent(planner, name="contain-plan", max_steps=1)
     try:
-        result = await planner.run(asked)
+        result = await agent.run(asked, output_type=Plan)
     except Exception as error:
         note(f"contain: the plan call failed ({type(error).__name__}): every sensitive call is contained")
         return []

@@ -9,10 +9,11 @@ Two pieces of a string argument are checked (numbers and booleans are not):
 - its *marks*: tokens that name or address something (an e-mail address, a URL or domain, an account number,
   an id, a file name, a date: a token holding a digit or one of `@ / _ :`, or a dot between letters). A mark
   found in untrusted text and in no trusted text was *carried* from untrusted content. So was a mark of
-  `SHORT` characters or fewer found in untrusted text at all (so short an id is found in trusted text by
-  chance: `13` in "June 13"), and a date that untrusted text names in words ("from the 1st to the 5th of
-  May") and trusted text does not. A mark found in no text (a date or an amount the model worked out) is
-  not: nothing says where it came from.
+  `SHORT` characters or fewer found in text written outside (not in a served answer), unless trusted text
+  holds it next to the same word as the argument does (so short an id is found in trusted text by chance:
+  `13` in "June 13" accounts for "June 13", not for a file id `13`), and a date that untrusted text names in
+  words ("from the 1st to the 5th of May") and trusted text does not. A mark found in no text (a date or an
+  amount the model worked out) is not: nothing says where it came from.
 - its runs of `RUN_WORDS` words: a run found in untrusted text and in no trusted text was copied from it
   (injected text written into a message body, whatever its wording).
 
@@ -26,7 +27,7 @@ in words): a call's check is then a few substring searches per argument (`str.fi
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,13 +107,15 @@ class Provenance:
         self.trusted_days: set[Day] = set()
         self.untrusted_days: dict[Day, int] = {}
         self._days_read = (0, 0)
-        self._parts: tuple[list[tuple[str, str]], list[tuple[int, str, str]]] = ([], [])
-        """Each trusted text (case-folded, as words); each untrusted one, with its message's index."""
-        self._joined: tuple[str, str, str, str] | None = None
+        self._parts: tuple[list[tuple[str, str]], list[tuple[int, str, str, bool]]] = ([], [])
+        """Each trusted text (case-folded, as words); each untrusted one, with its message's index and whether it was
+        served (a trusted tool's answer to a call untrusted content drove) rather than written outside."""
+        self._joined: tuple[str, str, str, str, str] | None = None
 
-    def update(self, messages: Sequence[Message], vouched: Sequence[str] = ()) -> None:
+    def update(self, messages: Sequence[Message], vouched: Sequence[str] = (), served: Collection[str] = ()) -> None:
         """Read what is new in `messages` (all of it again when the history was replaced) and in `vouched` (pieces a
-        person approved: trusted). Until the history holds untrusted content nothing is read but the flags."""
+        person approved: trusted); `served` names the tool calls whose untrusted answers were served, not written
+        outside. Until the history holds untrusted content nothing is read but the flags."""
         seen = self._seen
         if seen > len(messages) or (seen and (messages[seen - 1] is not self._last or messages[0] is not self._first)):
             self._reset()
@@ -128,20 +131,21 @@ class Provenance:
         for index in range(seen, len(messages)):
             message = messages[index]
             if message.role != "assistant" and message.text:
-                self._add(message.text.casefold(), index if message.untrusted else None)
+                was_served = message.untrusted and message.tool_call_id in served
+                self._add(message.text.casefold(), index if message.untrusted else None, was_served)
         self._seen, self._last = len(messages), messages[-1] if messages else None
         for piece in vouched[self._vouched :]:
             self._add(piece.casefold(), None)
         self._vouched = len(vouched)
 
-    def _add(self, text: str, index: int | None) -> None:
-        """Read one text: trusted (`index` None) or the untrusted message at `index`."""
+    def _add(self, text: str, index: int | None, served: bool = False) -> None:
+        """Read one text: trusted (`index` None) or the untrusted message at `index` (`served`, or written outside)."""
         words = f" {' '.join(text.translate(_ASCII_WORDS).split())} " if text.isascii() else _words(text)
         self._joined = None
         if index is None:
             self._parts[0].append((text, words))
         else:
-            self._parts[1].append((index, text, words))
+            self._parts[1].append((index, text, words, served))
 
     def _days(self) -> tuple[set[Day], dict[Day, int]]:
         """The days the trusted texts name in words, and those the untrusted ones do (with the first message naming
@@ -150,7 +154,7 @@ class Provenance:
         read_trusted, read_untrusted = self._days_read
         for text, _ in trusted[read_trusted:]:
             self.trusted_days.update(days(_WORD.findall(text)))
-        for index, text, _ in untrusted[read_untrusted:]:
+        for index, text, _, _ in untrusted[read_untrusted:]:
             for day in days(_WORD.findall(text)):
                 self.untrusted_days.setdefault(day, index)
         self._days_read = len(trusted), len(untrusted)
@@ -158,12 +162,14 @@ class Provenance:
 
     def finding(self, args: dict[str, Any]) -> Finding | None:
         """The first piece of `args` carried from untrusted content (see the module docstring), else None."""
-        trusted, trusted_words, untrusted, untrusted_words = self._joined or self._join()
+        trusted, trusted_words, untrusted, untrusted_words, written = self._joined or self._join()
         for argument, value in leaves(args, ""):
             value = value.casefold()
             for mark in marks(value):
                 if _has_mark(untrusted, mark):
-                    if len(mark) <= SHORT or not _has_mark(trusted, mark):
+                    if not _has_mark(trusted, mark) or (
+                        len(mark) <= SHORT and _has_mark(written, mark) and not _said_with(mark, value, trusted_words)
+                    ):
                         return Finding(mark, argument, self._source(mark, in_words=False))
                     continue
                 day = _spoken_day(mark)
@@ -178,21 +184,22 @@ class Provenance:
                     return Finding(run.strip(), argument, self._source(run, in_words=True))
         return None
 
-    def _join(self) -> tuple[str, str, str, str]:
-        """The trusted texts, their words, the untrusted texts, their words: each as one string (made again only
-        after a new message)."""
+    def _join(self) -> tuple[str, str, str, str, str]:
+        """The trusted texts, their words, the untrusted texts, their words, the untrusted texts written outside: each
+        as one string (made again only after a new message)."""
         trusted, untrusted = self._parts
         self._joined = (
             "\n".join(text for text, _ in trusted),
             "".join(words for _, words in trusted),
-            "\n".join(text for _, text, _ in untrusted),
-            "".join(words for _, _, words in untrusted),
+            "\n".join(text for _, text, _, _ in untrusted),
+            "".join(words for _, _, words, _ in untrusted),
+            "\n".join(text for _, text, _, served in untrusted if not served),
         )
         return self._joined
 
     def _source(self, piece: str, *, in_words: bool) -> int | None:
         """The index of the first untrusted message holding `piece`: a mark in its text, or a run in its words."""
-        for index, text, words in self._parts[1]:
+        for index, text, words, _ in self._parts[1]:
             if (piece in words) if in_words else _has_mark(text, piece):
                 return index
         return None
@@ -218,6 +225,20 @@ def marks(text: str) -> list[str]:
         if len(token) >= 2 and _MARK_SIGNS.search(token):
             found.append(token)
     return found
+
+
+def _said_with(mark: str, value: str, trusted_words: str) -> bool:
+    """Whether trusted text holds the short `mark` next to the same word as `value` does (the user's "january 1st"
+    accounts for an argument's "January 1st", not for a bare `1st` or `13`)."""
+    words = _WORD.findall(value)
+    for at, word in enumerate(words):
+        if word != mark:
+            continue
+        if at and f" {words[at - 1]} {word} " in trusted_words:
+            return True
+        if at + 1 < len(words) and f" {word} {words[at + 1]} " in trusted_words:
+            return True
+    return False
 
 
 def _words(text: str) -> str:

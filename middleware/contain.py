@@ -7,6 +7,7 @@ import weakref
 from typing import Any, Literal
 
 from onion import (
+    Agent,
     Model,
     ModelCall,
     ModelNext,
@@ -30,8 +31,9 @@ __all__ = ["contain"]
 Action = Literal["pause", "block"]
 ACTIONS = ("pause", "block")
 KEY = "contain"
-"""This layer's key in `run.private`: `{"vouched": [...], "plan": [...]}`: the pieces a person approved in a
-contained call, and (with `plan`) the tools the run was asked to use before untrusted content arrived."""
+"""This layer's key in `run.private`: `{"vouched": [...], "plan": [...], "served": [...]}`: the pieces a person
+approved in a contained call; with `plan`, the tools the run was asked to use before untrusted content arrived,
+and the read-only calls it did not name (their answers are untrusted: served, not written outside)."""
 
 
 class contain:
@@ -50,21 +52,24 @@ class contain:
     `None`: every tool not marked `@tool(read_only=True)`. A call that is not sensitive always runs; when it
     carries untrusted pieces (or, with `plan`, was not asked for), its result is marked untrusted too.
 
-    `plan`: `True` asks the run's model, a `Model` asks that one, once per run when untrusted content first
-    arrives: which of the offered tools the user's request needs, with only the trusted history before that
-    content in view, no tools, answering `Plan(tools=[...])`. Without it (`False`) no model call is made and
-    the layer wraps tool calls only. Per tool call it looks up the call's arguments in an index of the
-    history, made once per message. Its state is the run's (`run.private["contain"]`).
+    `plan`: `True` asks the run's model, a `Model` or an `Agent` (under Temporal, one the plugin knows) asks that
+    one, once per run when untrusted content first arrives: which of the offered tools the user's request
+    needs, with only the trusted history before that content in view, no tools, answering `Plan(tools=[...])`.
+    Without it (`False`) no model call is made and the layer wraps tool calls only. Per tool call it looks the
+    call's arguments up in the history's texts, each message read once. Its state is the run's
+    (`run.private["contain"]`).
     """
 
     __slots__ = ("_runs", "action", "name", "planner", "selects", "wrap_only")
 
-    def __init__(self, sensitive: Matcher = None, *, action: Action = "pause", plan: bool | Model = False) -> None:
+    def __init__(
+        self, sensitive: Matcher = None, *, action: Action = "pause", plan: bool | Model | Agent[Any] = False
+    ) -> None:
         if action not in ACTIONS:
             raise ValueError(f"contain: action must be 'pause' or 'block', got {action!r}")
         self.selects = None if sensitive is None else ToolMatcher(sensitive, "contain")
         self.action = action
-        self.planner: bool | Model = plan
+        self.planner: bool | Model | Agent[Any] = plan
         self.wrap_only = ("model", "tool") if plan is not False else ("tool",)
         self.name = "contain" if sensitive is None else f"contain({self.selects!r})"
         self._runs: weakref.WeakKeyDictionary[Run, Provenance] = weakref.WeakKeyDictionary()
@@ -99,8 +104,11 @@ class contain:
         finding = provenance.finding(call.args)
         if not sensitive:
             result = await call_next(call)
-            if finding is not None or not asked:  # its answer may repeat what it was given, or serve the content
+            if finding is not None:  # its answer may repeat what it was given
                 result.untrusted = True
+            elif not asked and not result.untrusted:  # it serves the content: what it answers is not the user's
+                result.untrusted = True
+                run.private.setdefault(KEY, {"vouched": []}).setdefault("served", []).append(call.id)
             return result
         if finding is None and asked:
             return await _let_through(
@@ -129,7 +137,10 @@ class contain:
         provenance = self._runs.get(run)
         if provenance is None:
             provenance = self._runs[run] = Provenance()
-        provenance.update(run.messages, private["vouched"] if private else ())
+        if private is None:
+            provenance.update(run.messages)
+        else:
+            provenance.update(run.messages, private["vouched"], private.get("served", ()))
         return provenance
 
     def __repr__(self) -> str:
