@@ -30,8 +30,9 @@ POLL = 0.05
 RUNNING_KEEP = 86400.0
 """Seconds the store keeps a running run's events after the last (`keep` once its stream ended): a silent tool
 may run longer than `keep`, and a stream whose process died goes in a day."""
-ENDED_WAIT = 2.0
-"""How long a resume waits for the stream before it (streamed by another process) to be ended in the store."""
+STORE_WAIT = 2.0
+"""The most seconds to wait for what another process is copying into the store: the end of the stream before a
+resume, a running run's first events."""
 logger = logging.getLogger("onion.serve")
 
 
@@ -183,12 +184,12 @@ class Channels:
 
     async def continue_from_store(self, channel: Channel, run_id: str) -> None:
         """Number `channel`, a resume of `run_id` not yet bound, on from the run's last event in the store, once the
-        stream before it has ended there (`ENDED_WAIT` seconds at most; another process may have streamed it).
+        stream before it has ended there (`STORE_WAIT` seconds at most; another process may have streamed it).
         Without a store, `bind` numbers it on from this process's channel of the run."""
         if self.store is None:
             return
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + ENDED_WAIT
+        deadline = loop.time() + STORE_WAIT
         last, ended = await self.store.last_event(run_id)
         while not ended and loop.time() < deadline:
             await asyncio.sleep(POLL)
@@ -223,6 +224,20 @@ class Channels:
             self._ended_bytes -= channel.size
         if channel.run_id is not None and self._by_run.get(channel.run_id) is channel:
             del self._by_run[channel.run_id]  # a resume of the run may have a channel of its own since
+
+
+async def read_stored(
+    store: EventStore, run_id: str, after: int, *, running: bool
+) -> tuple[list[tuple[int, str]], bool | None]:
+    """`store.read_events(run_id, after, limit=1)`; for a `running` run of which the store keeps nothing yet, read
+    again for `STORE_WAIT` seconds at most (its first events may be on their way from the process streaming it)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + STORE_WAIT
+    events, ended = await store.read_events(run_id, after, limit=1)
+    while ended is None and running and loop.time() < deadline:
+        await asyncio.sleep(POLL)
+        events, ended = await store.read_events(run_id, after, limit=1)
+    return events, ended
 
 
 async def follow_stored(store: EventStore, run_id: str, after: int, heartbeat: float) -> AsyncIterator[bytes]:

@@ -2,20 +2,36 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx2
 
-from onion import Agent
+from onion import Agent, tool
 from onion.serve import serve
 from onion.stores import MemoryStore, SQLiteStore
-from onion.testing import ScriptedModel
+from onion.testing import ScriptedModel, call
 
 SSE = {"accept": "text/event-stream"}
+
+
+@tool
+async def wait() -> str:
+    """Wait a little."""
+    await asyncio.sleep(0.6)
+    return "waited"
+
+
+class SlowToShare(SQLiteStore):
+    """A store each copy of events reaches 0.3 s late (a busy store between two server processes)."""
+
+    async def add_events(self, run_id: str, events: Sequence[tuple[int, str]], *, ended: bool, keep: float) -> bool:
+        await asyncio.sleep(0.3)
+        return await super().add_events(run_id, events, ended=ended, keep=keep)
 
 
 @asynccontextmanager
@@ -60,3 +76,22 @@ async def test_a_run_streamed_by_one_app_is_sent_by_another_on_the_same_sqlite_f
         done = await elsewhere.get(f"/runs/{run_id}/events", headers={"last-event-id": last})
     assert whole.text == streamed and done.status_code == 204
     assert after_two.text == streamed[streamed.index("id: 3\n") :]
+
+
+async def test_a_follower_on_another_process_as_a_run_starts_waits_for_its_first_events_to_reach_the_store(
+    tmp_path: Path,
+) -> None:
+    """Asked for a running run's events before the first copy reached the store, another process waits for it
+    (it answered 409 as if the run had not been streamed) and then sends every event as the process running it."""
+    path = tmp_path / "onion.db"
+    one = serve(Agent(ScriptedModel([[call("wait")], "done"]), tools=[wait], store=SlowToShare(path)))
+    other = serve(Agent(ScriptedModel([]), store=SQLiteStore(path)))
+    reader = SQLiteStore(path)
+    async with client(one) as http, client(other) as elsewhere:
+        streaming = asyncio.create_task(http.post("/runs", json={"input": "go"}, headers=SSE))
+        while not (running := await reader.runs()):
+            await asyncio.sleep(0.01)
+        followed = await elsewhere.get(f"/runs/{running[0].run_id}/events")
+        streamed = (await streaming).text
+    assert running[0].status == "running" and followed.status_code == 200
+    assert followed.text == streamed and '"output": "done"' in streamed
