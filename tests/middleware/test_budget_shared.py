@@ -368,3 +368,46 @@ def test_a_shared_budget_says_it_cannot_run_in_workflow_code_and_a_per_run_one_c
     shared = budget(max_cost=1.0, per="tenant", window="day")
     assert isinstance(shared, budget) and "a store that other runs share" in str(shared.nondeterministic)
     assert budget(max_cost=1.0).nondeterministic is None
+
+
+async def test_a_run_cancelled_while_its_spend_is_on_its_way_to_the_store_still_counts_it() -> None:
+    """A store elsewhere (no `spend_now`) answers late: the run is cancelled while it waits, and the spending
+    arrives all the same (it was sent as the response was charged, and is not cancelled with the run)."""
+    import asyncio
+    import time
+
+    from onion.stores import MemorySpendStore
+
+    class FarAway:
+        def __init__(self) -> None:
+            self.counted, self.waiting, self.answer = MemorySpendStore(), asyncio.Event(), asyncio.Event()
+            self.keys: set[str] = set()
+
+        async def spend(
+            self,
+            key: str,
+            cost: float,
+            tokens: int,
+            *,
+            now: float,
+            window: float | None = None,
+            ttl: float | None = None,
+        ) -> tuple[float, int]:
+            self.keys.add(key)
+            if cost or tokens:
+                self.waiting.set()
+                await self.answer.wait()
+            return await self.counted.spend(key, cost, tokens, now=now, window=window, ttl=ttl)
+
+    store = FarAway()
+    layer = budget(max_cost=1.0, per="tenant", window="day", prices=PRICES, store=store)
+    running = asyncio.create_task(agent(answer(cents=30), layer=layer).run("hi", principal=ACME))
+    await asyncio.wait_for(store.waiting.wait(), 5)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    store.answer.set()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    (key,) = store.keys
+    assert (await store.counted.spend(key, 0.0, 0, now=time.time()))[0] == pytest.approx(0.30)
