@@ -61,7 +61,10 @@ def rates(model: str, prices: Mapping[str, tuple[float, ...]] = PRICES) -> tuple
     name = model.rpartition(":")[2]
     matches = [prefix for prefix in prices if name.startswith(prefix)]
     if not matches:
-        raise OnionError(f"budget: no price for model {model!r}; pass budget(prices={{{name!r}: (input, output)}})")
+        raise OnionError(
+            f"budget: no price for model {model!r}; pass budget(prices={{{name!r}: (input, output)}}), in USD per "
+            "million tokens (onion.prices.PRICES has the models onion knows)"
+        )
     price = prices[max(matches, key=len)]
     if len(price) == 4:
         return price[0], price[1], price[2], price[3]
