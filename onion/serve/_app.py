@@ -25,7 +25,7 @@ from onion.stores import EventStore
 from . import _agui
 from ._auth import SIGN_IN_HOURS, Auth, BodyTooLarge, Doors, Guard
 from ._bodies import MAX_BODY, Problem, decisions, parse_json, result_json, run_request
-from ._channel import Channel, Channels, follow_stored, name_the_channel, read_stored
+from ._channel import Channel, Channels, follow_stored, name_the_channel
 from ._notify import Notify
 from ._page import CSP, Filters, FormProblem, error_page, form_decisions, inbox_page, notice_page, sign_in_page
 from ._runs import (
@@ -196,7 +196,7 @@ def serve(
         await shown(store_of(agent), agent.name, run_id, principal)  # 404 for no run, or one that is not yours
         going = agent.recover(run_id, principal=principal)
         channels.keep_running(asyncio.create_task(quietly(going, run_id)))
-        return RedirectResponse(f"{root_of(request)}/?decided={run_id}", 303)
+        return RedirectResponse(f"{root_of(request)}/?resumed={run_id}", 303)
 
     async def get_events(request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -207,7 +207,7 @@ def serve(
         run = await shown(store, agent.name, run_id, principal_of(request))  # 404: never saw it, or not yours
         after, channel = int(given), channels.get(run_id)
         if channels.store is not None and (channel is None or channel.ended):  # another process may stream it
-            events, ended = await read_stored(channels.store, run_id, after, running=run["status"] == "running")
+            events, ended = await channels.store.read_events(run_id, after, limit=1)
             if ended is not None:
                 if ended and not events:
                     return Response(status_code=204)  # nothing left: EventSource stops reconnecting
@@ -232,8 +232,11 @@ def serve(
         shown_inbox = None
         if agent.store is not None:
             decided_run = request.query_params.get("decided")
+            resumed_run = request.query_params.get("resumed")
             filters = Filters.of(request.query_params)
-            shown_inbox = await inbox_of(agent, agent.store, principal, number, decided_run, filters)
+            shown_inbox = await inbox_of(
+                agent, agent.store, principal, number, decided_run or resumed_run, filters, resumed=not decided_run
+            )
             shown_inbox.signed_in = request.scope["state"]["onion_signed_in"]
             shown_inbox.root = root_of(request)
         shown_page = inbox_page(shown_inbox, agent.name, request.scope["state"]["onion_csrf"])

@@ -43,6 +43,11 @@ def add_parser(commands: Any) -> None:
         default=64 * 2**20,
         help="the most bytes of ended runs' events kept in memory for reconnects (default 64 MiB)",
     )
+    serve.add_argument("--notify", metavar="URL", help="a webhook (Slack, Teams, yours) told when a run pauses")
+    serve.add_argument("--notify-page", metavar="URL", help="the page's public address, for the webhook's link")
+    serve.add_argument(
+        "--traces", type=int, default=100, help="how many runs' traces the page links to are kept (default 100)"
+    )
 
 
 def load_agent(spec: str, *, command: str = "serve") -> Agent[Any]:
@@ -101,6 +106,9 @@ def run(arguments: argparse.Namespace) -> None:
         heartbeat=arguments.heartbeat,
         keep_events=arguments.keep_events,
         keep_events_bytes=arguments.keep_events_bytes,
+        notify=arguments.notify,
+        notify_page=arguments.notify_page,
+        traces=arguments.traces,
     )
     print(up_line(arguments, agent, token is not None), flush=True)
     uvicorn.run(app, host=arguments.host, port=arguments.port, log_level="warning")

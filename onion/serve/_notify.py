@@ -4,6 +4,8 @@ A run layer beside the served agent: once a run comes back paused, a task
 posts `{"text": ..., "run_id", "pending": [...], "url"}` to the URL (Slack's
 and Teams' incoming webhooks show `text`), retried with backoff; the run
 never waits for it, and a webhook that keeps failing is logged, scrubbed.
+Posts run in two threads of their own: a webhook that hangs never takes the
+threads `asyncio.to_thread` gives everything else (a cache, a client's setup).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import json
 import logging
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tenacity import AsyncRetrying, stop_after_attempt, wait_exponential
@@ -33,6 +36,7 @@ class Notify:
         self.attempts = attempts
         self.timeout = timeout
         self.sending: set[asyncio.Task[None]] = set()
+        self.threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="onion-notify")
 
     async def wrap_run(self, ctx: Run, call_next: RunNext) -> Any:
         result = await call_next(ctx)
@@ -49,7 +53,7 @@ class Notify:
                 stop=stop_after_attempt(self.attempts), wait=wait_exponential(multiplier=0.5, max=30), reraise=True
             ):
                 with attempt:
-                    await asyncio.to_thread(self.post, data)
+                    await asyncio.get_running_loop().run_in_executor(self.threads, self.post, data)
         except Exception as error:
             logger.error(
                 "notify: the webhook refused run %s %d times: %s", body["run_id"], self.attempts, scrub(str(error))

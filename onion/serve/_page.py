@@ -32,13 +32,15 @@ STYLE = """body{font:15px system-ui,sans-serif;margin:1em auto;max-width:70em;pa
 table{border-collapse:collapse;width:100%}td,th{padding:.3em .6em;border-bottom:1px solid #ddd;text-align:left}
 .paused{background:#fff8e0;padding:1em;margin:1em 0;border:1px solid #e0c060;border-radius:6px}
 .notice{background:#e8f4e8;padding:1em;border:1px solid #8c8;border-radius:6px}
-fieldset{border:1px solid #ccc;border-radius:4px;margin:.6em 0}
+fieldset{border:1px solid #ccc;border-radius:4px;margin:.6em 0;min-width:0}h1,h2,legend,li,p{overflow-wrap:anywhere}
 textarea,input[type=text]{width:100%;font:13px monospace;box-sizing:border-box}
 pre{background:#f4f4f4;padding:.5em;white-space:pre-wrap;word-break:break-word}.meta{color:#555;font-size:13px}
 .error{color:#a00}.secret{font-style:italic;color:#555}.untrusted{border-left:4px solid #c60;padding-left:.6em}
 :focus{outline:3px solid #36c}button{font-size:15px;margin-right:.5em}.wide{overflow-x:auto}
-.filters{margin:.6em 0}.filters input{width:10em}
-@media (max-width:600px){body{font-size:16px}button{margin:.3em .3em .3em 0;padding:.4em .8em}}"""
+.filters{margin:.6em 0}.filters input{width:10em}.filters a{white-space:nowrap}
+.choice{white-space:nowrap;margin-right:.8em}
+@media (max-width:600px){body{font-size:16px}button{margin:.3em .3em .3em 0;padding:.4em .8em}
+.choice{display:block;padding:.3em 0}}"""
 SCRIPT = """let touched = false;
 addEventListener("input", () => { touched = true; });
 addEventListener("change", () => { touched = true; });
@@ -257,9 +259,11 @@ def row(run: dict[str, Any], csrf: str = "", root: str = "") -> str:
         resume = (
             f"<form method=post action='{escape(root)}/runs/{run_id}/resume'>"
             f"<input type=hidden name=csrf value='{escape(csrf)}'>"
-            f"<button type=submit id='resume-{run_id}'>Resume</button></form>"
+            f"<button type=submit id='resume-{run_id}' aria-label='Resume {run_id}'>Resume</button></form>"
         )
-    trace = f"<a href='{escape(root)}/runs/{run_id}/trace' id='row-trace-{run_id}'>trace of {run_id}</a>"
+    trace = (
+        f"<a href='{escape(root)}/runs/{run_id}/trace' id='row-trace-{run_id}' aria-label='trace of {run_id}'>trace</a>"
+    )
     return (
         f"<tr id='row-{run_id}'><td>{run_id}</td><td class=status>{status}</td><td>{len(run['pending'])}</td>"
         f"<td>{escape(run['session'] or '')}</td><td>{escape(run.get('tenant') or '')}</td>"
@@ -280,16 +284,18 @@ def paused_form(card: Card, csrf: str, root: str = "") -> str:
     chosen), and buttons to decide, or to approve or reject every call left without a choice."""
     run, state = card.run, card.state
     run_id = escape(run["run_id"])
-    calls = "".join(call_fieldset(call, card.tools.get(call.name, "")) for call in state.pending)
+    calls = "".join(call_fieldset(call, card.tools.get(call.name, ""), run["run_id"]) for call in state.pending)
     return (
         f"<form class=paused id='run-{run_id}' method=post action='{escape(root)}/runs/{run_id}/decisions'>"
         f"<h2>{run_id} waits</h2>{context(card)}"
         f"<p><a href='{escape(root)}/runs/{run_id}/trace' id='trace-{run_id}'>The trace of {run_id}</a></p>"
         f"{untrusted_before(state)}"
         f"<input type=hidden name=csrf value='{escape(csrf)}'>{calls}"
-        f"<p><button type=submit id='decide-{run_id}'>Decide</button>"
-        f"<button type=submit name=all value=approve id='approve-all-{run_id}'>Approve the rest</button>"
-        f"<button type=submit name=all value=reject id='reject-all-{run_id}'>Reject the rest</button></p></form>"
+        f"<p><button type=submit id='decide-{run_id}' aria-label='Decide {run_id}'>Decide</button>"
+        f"<button type=submit name=all value=approve id='approve-all-{run_id}' "
+        f"aria-label='Approve the rest of {run_id}'>Approve the rest</button>"
+        f"<button type=submit name=all value=reject id='reject-all-{run_id}' "
+        f"aria-label='Reject the rest of {run_id}'>Reject the rest</button></p></form>"
     )
 
 
@@ -306,9 +312,8 @@ def context(card: Card) -> str:
     history = [m for m in [*state.messages, *state.answered] if m.role in ("assistant", "tool")]
     if history:
         lines = "".join(f"<li>{escape(message_line(m))}</li>" for m in history)
-        parts.append(
-            f"<details><summary>The conversation so far ({len(history)} steps)</summary><ul>{lines}</ul></details>"
-        )
+        steps = f"{len(history)} step{'s' if len(history) != 1 else ''}"
+        parts.append(f"<details><summary>The conversation so far ({steps})</summary><ul>{lines}</ul></details>")
     if state.decisions:
         done = "".join(
             f"<li>{escape(d.call_id)}: {escape(d.decision)} by {escape(d.by.id if d.by else 'nobody')} "
@@ -352,23 +357,24 @@ def message_line(message: Message) -> str:
     return f"model: {text}" + (f" → asked for {asked}" if asked else "")
 
 
-def call_fieldset(call: Any, description: str) -> str:
-    key, kind = escape(call.id), call.kind
+def call_fieldset(call: Any, description: str, run_id: str = "") -> str:
+    """One pending call; its elements' ids are `<what>-<run id>-<call id>` (two runs may share a call id)."""
+    key, kind, ident = escape(call.id), call.kind, escape(f"{run_id}-{call.id}")
     editable = kind == "tool"  # a paused model call or run has no arguments: the state refuses an edit
     name = f"decision:{key}"
-    choices = [f"<label><input type=radio name='{name}' value=approve id='approve-{key}'> approve</label>"]
-    if editable:
-        choices.append(
-            f"<label><input type=radio name='{name}' value=edit id='edit-{key}'> approve with my changes</label>"
-        )
-    choices.append(f"<label><input type=radio name='{name}' value=reject id='reject-{key}'> reject</label>")
-    about = f"<p class=meta id='about-{key}'>{escape(description)}</p>" if description else ""
-    fields = "".join(arg_field(key, arg, value) for arg, value in call.args.items()) if editable else ""
+    offered = [("approve", "approve"), ("edit", "approve with my changes")] if editable else [("approve", "approve")]
+    choices = [
+        f"<label class=choice><input type=radio name='{name}' value={value} id='{value}-{ident}'> {said}</label>"
+        for value, said in [*offered, ("reject", "reject")]
+    ]
+    about = f"<p class=meta id='about-{ident}'>{escape(description)}</p>" if description else ""
+    fields = "".join(arg_field(key, arg, value, ident) for arg, value in call.args.items()) if editable else ""
     return (
-        f"<fieldset><legend><span class=kind id='kind-{key}'>{escape(KINDS.get(kind, kind))}</span> "
+        f"<fieldset><legend><span class=kind id='kind-{ident}'>{escape(KINDS.get(kind, kind))}</span> "
         f"<b>{escape(call.name)}</b> ({key}): {escape(scrub(call.reason, SECRETS))}</legend>{about}{fields}"
         f"<p>{' '.join(choices)}</p>"
-        f"<label for='reason-{key}'>Reason to reject</label> <input type=text name='reason:{key}' id='reason-{key}'>"
+        f"<label for='reason-{ident}'>Reason to reject</label> "
+        f"<input type=text name='reason:{key}' id='reason-{ident}'>"
         "</fieldset>"
     )
 
@@ -380,9 +386,9 @@ def is_secret(name: str, value: Any) -> bool:
     return isinstance(value, str) and scrub(value, SECRETS) != value
 
 
-def arg_field(key: str, arg: str, value: Any) -> str:
+def arg_field(key: str, arg: str, value: Any, where: str = "") -> str:
     """One argument, readable and editable: text as text (wrapped), other values as JSON, a secret by its size."""
-    ident = escape(f"arg-{key}-{arg}")
+    ident = escape(f"arg-{where or key}-{arg}")
     label = f"<label for='{ident}'><b>{escape(arg)}</b></label>"
     field_name = escape(f"field:{key}:{arg}")
     if is_secret(arg, value):

@@ -121,10 +121,12 @@ async def inbox_of(
     number: int,
     decided_run: str | None,
     filters: Filters | None = None,
+    *,
+    resumed: bool = False,
 ) -> Inbox:
     """What the page shows `principal`: page `number` of the waiting runs (oldest first, none ever dropped),
     the most recent runs, those that pass `filters` only, and, after a decision on `decided_run`, what came of
-    it."""
+    it (`resumed`: it was resumed from the page, not decided)."""
     filters = filters or Filters()
     every = await (
         store.runs(limit=2**31 - 1) if principal is None else store.runs(limit=2**31 - 1, tenant=principal.tenant)
@@ -151,7 +153,8 @@ async def inbox_of(
     inbox.filters, inbox.agents = filters, [agent.name]
     inbox.every_waiting = sum(1 for r in records if r.status == "paused" and r.state)
     if decided_run is not None:
-        inbox.notice, inbox.running = await decided_notice(store, agent.name, decided_run, principal)
+        did = "Resumed" if resumed else "Decided"
+        inbox.notice, inbox.running = await decided_notice(store, agent.name, decided_run, principal, did)
     return inbox
 
 
@@ -163,15 +166,17 @@ def principal_id(record: RunRecord) -> str | None:
     return None if state.principal is None else state.principal.id
 
 
-async def decided_notice(store: Store, agent: str, run_id: str, principal: Principal | None) -> tuple[str, bool]:
-    """What came of a decision on `run_id`, for the page: still running (the page refreshes), what the decided
-    calls returned and the run's answer, or that it waits again."""
+async def decided_notice(
+    store: Store, agent: str, run_id: str, principal: Principal | None, did: str = "Decided"
+) -> tuple[str, bool]:
+    """What came of a decision on `run_id` (`did`: "Resumed" for the Resume button), for the page: still running
+    (the page refreshes), what the decided calls returned and the run's answer, or that it waits again."""
     try:
         run = await shown(store, agent, run_id, principal)
     except Problem:
         return f"Run {run_id} is not here any more.", False
     if run["status"] == "running":
-        return f"Decided run {run_id}: it is running now (this page refreshes until it ends).", True
+        return f"{did} run {run_id}: it is running now (this page refreshes until it ends).", True
     decided = {d["call_id"]: d for d in run["decisions"]}
     ran = [
         f"{m['tool_call_id']} returned {str(m.get('text', ''))[:200]!r}"
@@ -182,10 +187,10 @@ async def decided_notice(store: Store, agent: str, run_id: str, principal: Princ
     ]
     what = ("; ".join(ran) + ". ") if ran else ""
     if run["status"] == "completed":
-        return f"Decided run {run_id}. {what}It completed: {scrub(str(run['output']))[:500]}", False
+        return f"{did} run {run_id}. {what}It completed: {scrub(str(run['output']))[:500]}", False
     if run["status"] == "paused":
-        return f"Decided run {run_id}. {what}It waits for another decision (below).", False
-    return f"Decided run {run_id}. {what}It failed: python -m onion runs resume {run_id} goes on with it.", False
+        return f"{did} run {run_id}. {what}It waits for another decision (below).", False
+    return f"{did} run {run_id}. {what}It failed: the Resume button below goes on with it.", False
 
 
 async def already_decided(store: Store, agent: str, run_id: str) -> str:

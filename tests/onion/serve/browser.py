@@ -91,15 +91,69 @@ class Browser:
 
     async def click(self, selector: str) -> None:
         """A left click at the middle of the element `selector` (scrolled into view first)."""
+        box = await self.middle(selector)
+        for kind in ("mousePressed", "mouseReleased"):
+            await self.send("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+
+    async def double_click(self, selector: str, gap: float = 0.25) -> None:
+        """A double click (two presses `gap` seconds apart, the second with `clickCount` 2), as a person's: the
+        second press comes once the first one's effect (a form submitted) is under way."""
+        box = await self.middle(selector)
+        for count in (1, 2):
+            if count == 2:
+                await asyncio.sleep(gap)
+            for kind in ("mousePressed", "mouseReleased"):
+                await self.send(
+                    "Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=count
+                )
+
+    async def middle(self, selector: str) -> list[float]:
         found = json.dumps(selector)
         box = await self.evaluate(
             f"(() => {{ const e = document.querySelector({found}); if (!e) return null; e.scrollIntoView();"
-            " const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+            " const r = e.getClientRects()[0] || e.getBoundingClientRect();"  # a link over two lines: its first
+            " return [r.x + r.width / 2, r.y + r.height / 2]; })()"
         )
         if box is None:
             raise LookupError(f"no element {selector!r} on the page: {await self.evaluate('document.body.innerText')}")
-        for kind in ("mousePressed", "mouseReleased"):
-            await self.send("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+        return list(box)
+
+    async def slow_network(self, latency_ms: float) -> None:
+        """Every answer from now on arrives `latency_ms` later (0: as fast as it comes), as on a slow network."""
+        await self.send("Network.enable")
+        await self.send(
+            "Network.emulateNetworkConditions",
+            offline=False,
+            latency=latency_ms,
+            downloadThroughput=-1,
+            uploadThroughput=-1,
+        )
+
+    async def press(self, key: str, code: int, shift: bool = False) -> None:
+        """A key pressed and released (`Tab`, 9): a real key event, as the keyboard sends it."""
+        modifiers = 8 if shift else 0
+        for kind in ("rawKeyDown", "keyUp"):
+            await self.send(
+                "Input.dispatchKeyEvent", type=kind, key=key, code=key, windowsVirtualKeyCode=code, modifiers=modifiers
+            )
+
+    async def viewport(self, width: int, height: int, *, mobile: bool = False) -> None:
+        """Show the page as a screen `width` x `height` CSS pixels wide (`mobile`: a phone's, with its viewport)."""
+        await self.send(
+            "Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=mobile
+        )
+
+    async def unnamed_controls(self) -> list[str]:
+        """The controls (buttons, fields, choices, links) without an accessible name, as Chromium computes
+        names for assistive technology (`Accessibility.getFullAXTree`): each as `role (its DOM id)`."""
+        roles = {"button", "textbox", "radio", "checkbox", "combobox", "link", "searchbox", "spinbutton", "listbox"}
+        tree = await self.send("Accessibility.getFullAXTree")
+        missing = []
+        for node in tree["nodes"]:
+            role = node.get("role", {}).get("value")
+            if role in roles and not node.get("ignored") and not str(node.get("name", {}).get("value", "")).strip():
+                missing.append(f"{role} (node {node.get('backendDOMNodeId')})")
+        return missing
 
     async def type(self, text: str) -> None:
         await self.send("Input.insertText", text=text)
@@ -107,6 +161,15 @@ class Browser:
     async def text(self, selector: str) -> str | None:
         return await self.evaluate(f"document.querySelector({json.dumps(selector)})?.textContent ?? null")  # type: ignore[no-any-return]
 
-    async def screenshot(self, path: Path) -> None:
-        shot = await self.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+    async def screenshot(self, path: Path, selector: str | None = None) -> None:
+        """The whole page as a PNG at `path`, or only the element `selector` (and a margin of 8 pixels)."""
+        clip: dict[str, Any] = {}
+        if selector is not None:
+            box = await self.evaluate(
+                f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
+                " return [r.x + scrollX, r.y + scrollY, r.width, r.height]; })()"
+            )
+            x, y = max(0, box[0] - 8), max(0, box[1] - 8)
+            clip = {"clip": {"x": x, "y": y, "width": box[2] + 16, "height": box[3] + 16, "scale": 1}}
+        shot = await self.send("Page.captureScreenshot", format="png", captureBeyondViewport=True, **clip)
         path.write_bytes(base64.b64decode(shot["data"]))

@@ -103,7 +103,8 @@ async def test_a_paused_model_call_shows_its_kind_offers_no_edit_and_can_be_appr
         approved = await client.post(f"/runs/{run_id}/decisions", json={"approve": [call_id]}, headers=SSE)
     assert shown["pending"] == [pending] and next(r for r in listed if r["run_id"] == run_id)["pending"] == [pending]
     form = page.split(f"id='run-{run_id}'", 1)[1].split("</form>", 1)[0]
-    assert f"id='kind-{call_id}'>model call<" in form and f"edit-{call_id}" not in form and "textarea" not in form
+    assert f"id='kind-{run_id}-{call_id}'>model call<" in form and f"edit-{run_id}-{call_id}" not in form
+    assert "textarea" not in form
     assert edit.status_code == 409 and "no arguments to edit" in edit.json()["error"]
     events = sse_events(approved.text)
     assert events[0]["event"] == "run_started" and events[-1]["event"] == "run_finished"

@@ -192,8 +192,9 @@ async def test_a_failed_run_has_a_resume_button_that_goes_on_with_it() -> None:
             if (await store.run_record(record.run_id)).status == "completed":  # type: ignore[union-attr]
                 break
             await asyncio.sleep(0.02)
-        shown = (await http.get(f"/?decided={record.run_id}")).text
-    assert "It completed: Found her." in text(shown)
+        shown = (await http.get(resumed.headers["location"])).text
+    assert resumed.headers["location"] == f"/?resumed={record.run_id}"
+    assert f"Resumed run {record.run_id}. It completed: Found her." in text(shown)
 
 
 async def test_a_card_links_to_the_trace_this_server_captured_of_its_run() -> None:
@@ -258,3 +259,56 @@ def test_the_filter_query_keeps_the_filters_for_each_page() -> None:
     filters = Filters.of({"status": "paused", "session": "s 1", "principal": "", "agent": "nope?"})
     assert filters.query(page=2) == "?status=paused&agent=nope%3F&session=s+1&page=2"
     assert Filters.of({"status": "bogus"}).status == "" and not Filters.of({})
+
+
+def test_the_command_line_passes_the_webhook_and_the_traces_kept_to_serve(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -m onion serve module:agent --notify URL --notify-page URL --traces 5` serves with them."""
+    import argparse
+    import sys
+    import types
+
+    import uvicorn
+
+    from onion.serve import _app, _cli
+
+    given: dict[str, Any] = {}
+
+    def serving(agent: Any, **settings: Any) -> object:
+        given.update(settings)
+        return object()
+
+    monkeypatch.setattr(_app, "serve", serving)
+    monkeypatch.setattr(uvicorn, "run", lambda app, **settings: None)
+    module = types.ModuleType("desk_for_the_command_line")
+    module.agent = mailer(MemoryStore())  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "desk_for_the_command_line", module)
+    parser = argparse.ArgumentParser()
+    _cli.add_parser(parser.add_subparsers())
+    hook, page = "https://hooks.example.com/T0/B0/x", "https://desk.example.com/"
+    flags = ["--notify", hook, "--notify-page", page, "--traces", "5"]
+    _cli.run(parser.parse_args(["serve", "desk_for_the_command_line:agent", *flags]))
+    assert (given["notify"], given["notify_page"], given["traces"]) == (hook, page, 5)
+
+
+async def test_a_webhook_that_hangs_keeps_to_threads_of_its_own() -> None:
+    """Ten pauses told to a webhook that never answers: the posts wait in the notifier's own two threads, and
+    `asyncio.to_thread` (which a cache or a client's setup uses) answers at once meanwhile."""
+    import asyncio
+    import socket
+    import time
+
+    from onion.serve._notify import Notify
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(32)  # accepts, never answers
+    notify = Notify(f"http://127.0.0.1:{silent.getsockname()[1]}/hook", attempts=1, timeout=2.0)
+    try:
+        tasks = [asyncio.create_task(notify.send({"run_id": f"run-{n}", "text": "waits"})) for n in range(10)]
+        await asyncio.sleep(0.2)
+        started = time.perf_counter()
+        assert await asyncio.wait_for(asyncio.to_thread(lambda: "free"), 1.0) == "free"
+        assert time.perf_counter() - started < 0.5
+    finally:
+        silent.close()
+    await asyncio.gather(*tasks)

@@ -40,11 +40,11 @@ async def test_a_person_signs_in_edits_a_paused_call_approves_it_and_sees_the_ru
         await asyncio.sleep(0.2)
         await browser.loaded(served.url + "/")
         assert await browser.text(f"#run-{run_id} legend") == "tool call delete (toolu_p): deleting needs a person"
-        assert await browser.evaluate("document.querySelector('#arg-toolu_p-path').value") == "inbox.txt"
+        assert await browser.evaluate(f"document.querySelector('#arg-{run_id}-toolu_p-path').value") == "inbox.txt"
         assert await browser.text(f"#run-{run_id} p b") == "Asked:"
-        await browser.click("#edit-toolu_p")
-        await browser.click("#arg-toolu_p-path")
-        await browser.evaluate("document.querySelector('#arg-toolu_p-path').select()")
+        await browser.click(f"#edit-{run_id}-toolu_p")
+        await browser.click(f"#arg-{run_id}-toolu_p-path")
+        await browser.evaluate(f"document.querySelector('#arg-{run_id}-toolu_p-path').select()")
         await browser.type("edited-in-browser.txt")
         served.fake.script(["Deleted it, as edited."])
         await browser.click(f"#decide-{run_id}")
