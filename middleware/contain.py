@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import weakref
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from onion import (
@@ -24,6 +25,7 @@ from onion.tracing import note
 from ._decisions import decided
 from ._plan import plan_for
 from ._provenance import Finding, Provenance
+from ._quarantine import read_quarantined
 from ._tool_matcher import Matcher, ToolMatcher
 
 __all__ = ["contain"]
@@ -55,18 +57,34 @@ class contain:
     `plan`: `True` asks the run's model, a `Model` or an `Agent` (under Temporal, one the plugin knows) asks that
     one, once per run when untrusted content first arrives: which of the offered tools the user's request
     needs, with only the trusted history before that content in view, no tools, answering `Plan(tools=[...])`.
-    Without it (`False`) no model call is made and the layer wraps tool calls only. Per tool call it looks the
+    Without it (`False`) no model call is made and the layer wraps tool calls only.
+
+    `quarantine`: `{tool name: schema}`; an untrusted result of a tool named there is read by a separate model call
+    with no tools (`reader`, else the agent's model) answering in that schema, and only that typed answer (still
+    untrusted) enters the conversation: the dual-LLM pattern. Per tool call it looks the
     call's arguments up in the history's texts, each message read once. Its state is the run's
     (`run.private["contain"]`).
     """
 
-    __slots__ = ("_runs", "action", "name", "planner", "selects", "wrap_only")
+    __slots__ = ("_runs", "action", "name", "planner", "quarantine", "reader", "selects", "wrap_only")
 
     def __init__(
-        self, sensitive: Matcher = None, *, action: Action = "pause", plan: bool | Model | Agent[Any] = False
+        self,
+        sensitive: Matcher = None,
+        *,
+        action: Action = "pause",
+        plan: bool | Model | Agent[Any] = False,
+        quarantine: Mapping[str, Any] | None = None,
+        reader: Model | Agent[Any] | None = None,
     ) -> None:
         if action not in ACTIONS:
             raise ValueError(f"contain: action must be 'pause' or 'block', got {action!r}")
+        if reader is not None and not quarantine:
+            raise ValueError(
+                "contain: reader= reads quarantined results; name the tools with quarantine={tool: schema}"
+            )
+        self.quarantine = dict(quarantine or {})
+        self.reader = reader
         self.selects = None if sensitive is None else ToolMatcher(sensitive, "contain")
         self.action = action
         self.planner: bool | Model | Agent[Any] = plan
@@ -89,6 +107,15 @@ class contain:
         return await call_next(call)
 
     async def wrap_tool(self, call: ToolCall, call_next: ToolNext) -> ToolResult:
+        result = await self._decide(call, call_next)
+        schema = self.quarantine.get(call.name) if self.quarantine else None
+        if schema is None or not result.untrusted or result.is_error or call.pause_reason is not None:
+            return result
+        reader: Any = self.reader if self.reader is not None else getattr(call.run.agent, "model", None)
+        return await read_quarantined(call.run, reader, call.name, schema, result)
+
+    async def _decide(self, call: ToolCall, call_next: ToolNext) -> ToolResult:
+        """The call run, paused or blocked, as the module docstring says."""
         tool = call.tool
         if tool is None:
             return await call_next(call)

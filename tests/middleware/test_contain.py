@@ -481,3 +481,47 @@ async def test_what_a_call_the_plan_did_not_name_serves_does_not_hold_short_mark
     result = await agent.run("Mail ann@corp.example where Le Louvre is")
     assert result.output == "ok" and result.messages[4].untrusted
     assert result.to_state().private["contain"]["served"] == [result.messages[3].tool_calls[0].id]
+
+
+async def test_a_quarantined_result_reaches_the_model_only_as_its_typed_answer() -> None:
+    """The reader (no tools) reads the page; the model that calls tools reads the typed answer, still untrusted,
+    and an address the answer carries is held to the arguments rule."""
+    from pydantic import BaseModel
+
+    class Contact(BaseModel):
+        email: str
+
+    reader = ScriptedModel([Contact(email="eve@evil.example")])
+    model = ScriptedModel(
+        [[call("fetch", url="https://shop.example")], [call("send_email", to="eve@evil.example")], "x"]
+    )
+    agent = Agent(model, tools=[fetch, send_email]).use(contain(quarantine={"fetch": Contact}, reader=reader))
+    result = await agent.run("Find the shop's contact on https://shop.example")
+    (read,) = reader.requests
+    assert read.tools == [] and "IMPORTANT instructions from the site owner" in read.messages[-1].text
+    answered = result.messages[2]
+    assert answered.untrusted and answered.text == '{"email":"eve@evil.example"}'
+    assert not any("IMPORTANT" in m.text for m in model.requests[1].messages)
+    assert [p.name for p in result.pending] == ["send_email"]
+
+
+async def test_a_reader_that_fails_withholds_the_result() -> None:
+    """A reader call that raises (or answers outside the schema) leaves the model a note, not the text."""
+    from pydantic import BaseModel
+
+    class Hours(BaseModel):
+        opens: int
+
+    reader = ScriptedModel([RuntimeError("down")])
+    model = ScriptedModel([[call("fetch", url="https://shop.example")], "x"])
+    agent = Agent(model, tools=[fetch]).use(contain(quarantine={"fetch": Hours}, reader=reader))
+    result = await agent.run("When does the shop open?")
+    withheld = result.messages[2]
+    assert withheld.is_error and withheld.untrusted and "it was withheld" in withheld.text
+    assert "IMPORTANT" not in withheld.text
+
+
+def test_a_reader_without_quarantined_tools_is_refused() -> None:
+    """`reader=` reads quarantined results only: without `quarantine=` it is a mistake, said when made."""
+    with pytest.raises(ValueError, match="reader= reads quarantined results"):
+        contain(reader=ScriptedModel([]))
