@@ -39,7 +39,7 @@ and the read-only calls it did not name (their answers are untrusted: served, no
 
 
 class contain:
-    """Contain what untrusted content may drive: `contain(sensitive=None, *, action="pause", plan=False)`.
+    """Contain what untrusted content may drive: `contain(sensitive=None, *, action="pause", plan=False, ...)`.
 
     Once the run's history holds untrusted content (`Message.untrusted`: results of `@tool(untrusted=True)`
     tools and of MCP tools), a call to a sensitive tool is contained when what drives it came from there: one
@@ -57,13 +57,13 @@ class contain:
     `plan`: `True` asks the run's model, a `Model` or an `Agent` (under Temporal, one the plugin knows) asks that
     one, once per run when untrusted content first arrives: which of the offered tools the user's request
     needs, with only the trusted history before that content in view, no tools, answering `Plan(tools=[...])`.
-    Without it (`False`) no model call is made and the layer wraps tool calls only.
+    Without it (`False`) no model call is made and the layer wraps tool calls only. Per tool call it looks the
+    call's arguments up in the history's texts, each message read once. Its state is the run's
+    (`run.private["contain"]`).
 
     `quarantine`: `{tool name: schema}`; an untrusted result of a tool named there is read by a separate model call
     with no tools (`reader`, else the agent's model) answering in that schema, and only that typed answer (still
-    untrusted) enters the conversation: the dual-LLM pattern. Per tool call it looks the
-    call's arguments up in the history's texts, each message read once. Its state is the run's
-    (`run.private["contain"]`).
+    untrusted) enters the conversation: the dual-LLM pattern.
     """
 
     __slots__ = ("_runs", "action", "name", "planner", "quarantine", "reader", "selects", "wrap_only")
