@@ -152,6 +152,9 @@ async def test_a_wrong_token_is_told_and_the_right_one_signs_in(desk: Desk, brow
     """The sign-in form says a wrong token is wrong (nothing of the app shown), then signs in with the right one."""
     await browser.open(desk.url + "/")
     assert await browser.text("h1") == "Sign in"
+    assert await browser.unnamed_controls() == []
+    await browser.press("Tab", 9)  # the field has the focus already (autofocus): Tab goes on to the button
+    assert await browser.evaluate("document.activeElement.id") == "sign-in"
     await browser.click("#token")
     await browser.type("not-the-token")
     await browser.click("#sign-in")
@@ -317,7 +320,7 @@ async def test_the_filter_form_narrows_the_page(desk: Desk, browser: Browser) ->
     assert await browser.text("#waiting") == "1 run waiting for a decision (of 2 in all)"
     await shot(browser, "filtered")
     await browser.click("#clear-filters")
-    await until(browser, f"document.querySelector('#run-{other['run_id']}')")
+    await until(browser, f"!!document.querySelector('#run-{other['run_id']}')")
     for run in (other, mine):
         await browser.click(f"#reject-all-{run['run_id']}")
         await until(browser, COMPLETED)
@@ -346,6 +349,23 @@ async def test_150_waiting_runs_are_all_reached_by_clicking_through_the_pages(de
     assert found == [r["run_id"] for r in sorted(records, key=lambda r: r["created"])]
 
 
+async def test_the_page_shows_a_new_waiting_run_by_itself_and_holds_still_once_a_person_chooses(
+    desk: Desk, browser: Browser
+) -> None:
+    """Left alone, the page reloads itself (every 10 s) and shows a run that started waiting meanwhile; once the
+    person has chosen something it stays as it is, their choice kept."""
+    await browser.open(desk.url + "/?status=paused&session=desk-8")
+    await browser.evaluate("window.loadedOnce = true")
+    run = await paused(desk, "delete late.txt", session="desk-8")
+    await until(browser, f"!window.loadedOnce && !!document.querySelector('#run-{run['run_id']}')", seconds=15)
+    await browser.click(f"#reject-{run['run_id']}-{run['pending'][0]['id']}")
+    await browser.evaluate("window.loadedOnce = true")
+    await asyncio.sleep(11)
+    assert await browser.evaluate("window.loadedOnce === true && document.querySelector('input:checked').value")
+    await browser.click(f"#decide-{run['run_id']}")
+    await until(browser, COMPLETED)
+
+
 async def test_the_webhook_heard_of_each_pause_once(desk: Desk, hook: Hook) -> None:
     """Every run the module paused was posted to the webhook once, with the link to its card."""
     deadline = time.monotonic() + 20
@@ -354,6 +374,15 @@ async def test_the_webhook_heard_of_each_pause_once(desk: Desk, hook: Hook) -> N
     assert Counter(message["run_id"] for message in hook.heard) == Counter(PAUSED)
     first = next(m for m in hook.heard if m["run_id"] == PAUSED[0])
     assert f"Decide at https://desk.example.com/#run-{PAUSED[0]}" in first["text"] and API_KEY not in str(first)
+
+
+async def test_signing_out_asks_for_the_token_again(desk: Desk, browser: Browser) -> None:
+    """Sign out: the page asks for the token again and shows nothing of the runs."""
+    await browser.open(desk.url + "/")
+    await browser.click("#sign-out")
+    await until(browser, "document.querySelector('h1')?.textContent === 'Sign in'")
+    await browser.open(desk.url + "/")
+    assert await browser.text("h1") == "Sign in" and PAUSED[0] not in str(await browser.text("body"))
 
 
 async def test_a_run_whose_server_was_killed_is_resumed_from_its_resume_button(
@@ -395,6 +424,7 @@ async def test_a_run_whose_server_was_killed_is_resumed_from_its_resume_button(
             await browser.click("#token")
             await browser.type(TOKEN)
             await browser.click("#sign-in")
+            await until(browser, "!!document.querySelector('#waiting')")
         for _ in range(50):
             await browser.open(second.url + "/")
             if await browser.evaluate(f"!!document.querySelector('#resume-{run_id}')"):
