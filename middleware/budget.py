@@ -358,7 +358,10 @@ class shared_budget(budget):
             charges.closed = True
             sending = charges.sending
             if sending is not None:  # the additions on their way to the store: their answers, the last one's kept
-                charges.heard = (await asyncio.shield(asyncio.gather(*sending)))[-1]
+                if len(sending) == 1:
+                    charges.heard = await asyncio.shield(sending[0])
+                else:
+                    charges.heard = (await asyncio.shield(asyncio.gather(*sending)))[-1]
         spent = charges.heard
         if spent[0] > self._hard_cost or spent[1] > self._hard_tokens:
             self._check(run, spent, where, run.usage)
