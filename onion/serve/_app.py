@@ -26,8 +26,9 @@ from . import _agui
 from ._auth import SIGN_IN_HOURS, Auth, BodyTooLarge, Doors, Guard
 from ._bodies import MAX_BODY, Problem, decisions, parse_json, result_json, run_request
 from ._channel import Channel, Channels, follow_stored, name_the_channel
+from ._filters import Filters
 from ._notify import Notify
-from ._page import CSP, Filters, FormProblem, error_page, form_decisions, inbox_page, notice_page, sign_in_page
+from ._page import CSP, FormProblem, error_page, form_decisions, inbox_page, notice_page, sign_in_page
 from ._runs import (
     already_decided,
     decide,

@@ -19,14 +19,14 @@ import base64
 import hashlib
 import json
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
-from urllib.parse import urlencode
 
 from onion import Message, RunState, untrusted_sources
 from onion.scrub import SECRET_NAME, SECRETS, scrub
+
+from ._filters import Filters, filter_form
 
 STYLE = """body{font:15px system-ui,sans-serif;margin:1em auto;max-width:70em;padding:0 1em;color:#222}
 table{border-collapse:collapse;width:100%}td,th{padding:.3em .6em;border-bottom:1px solid #ddd;text-align:left}
@@ -110,55 +110,6 @@ class Card:
     tools: dict[str, str] = field(default_factory=dict)
 
 
-STATUSES = {
-    "paused": "waiting for a decision",
-    "running": "running",
-    "resumable": "resumable (its worker stopped)",
-    "failed": "failed",
-    "completed": "completed",
-}
-"""The statuses a person may filter on, as the filter form names them."""
-
-
-@dataclass(slots=True)
-class Filters:
-    """Which runs the page shows (`?status=&agent=&session=&principal=`): empty fields filter nothing."""
-
-    status: str = ""
-    agent: str = ""
-    session: str = ""
-    principal: str = ""
-
-    @classmethod
-    def of(cls, query: Mapping[str, str]) -> Filters:
-        status = query.get("status", "")
-        return cls(
-            status if status in STATUSES else "",
-            query.get("agent", "").strip(),
-            query.get("session", "").strip(),
-            query.get("principal", "").strip(),
-        )
-
-    def __bool__(self) -> bool:
-        return bool(self.status or self.agent or self.session or self.principal)
-
-    def query(self, **more: Any) -> str:
-        """These filters (and `more`) as a query string, `?` included."""
-        given = {"status": self.status, "agent": self.agent, "session": self.session, "principal": self.principal}
-        given.update(more)
-        return "?" + urlencode({k: v for k, v in given.items() if v not in ("", None)})
-
-    def keeps(self, run: Mapping[str, Any], principal: str | None) -> bool:
-        """Whether a run (a `summary` with its `shown_status`, and its principal's id) passes."""
-        status = "resumable" if run.get("shown_status") else run["status"]
-        return (
-            (not self.status or status == self.status)
-            and (not self.agent or run["agent"] == self.agent)
-            and (not self.session or (run["session"] or "") == self.session)
-            and (not self.principal or principal == self.principal)
-        )
-
-
 @dataclass(slots=True)
 class Inbox:
     """What `GET /` shows: the cards of one page of waiting runs, every run's row, and where the pages are."""
@@ -199,7 +150,7 @@ def inbox_page(inbox: Inbox | None, agent: str, csrf: str) -> str:
     waiting = f"{inbox.waiting} run{'s' if inbox.waiting != 1 else ''} waiting for a decision"
     if inbox.filters:
         waiting += f" (of {inbox.every_waiting} in all)"
-    parts.append(f"<p id=waiting role=status>{waiting}</p>{filter_form(inbox)}")
+    parts.append(f"<p id=waiting role=status>{waiting}</p>{filter_form(inbox.filters, inbox.agents, inbox.root)}")
     parts += [paused_form(card, csrf, inbox.root) for card in inbox.cards]
     if inbox.pages > 1:
         current = " aria-current=page"
@@ -219,34 +170,6 @@ def inbox_page(inbox: Inbox | None, agent: str, csrf: str) -> str:
         parts.append("<p>No runs yet.</p>" if not inbox.filters else "<p>No run passes these filters.</p>")
     title = f"({inbox.every_waiting}) Runs" if inbox.every_waiting else "Runs"
     return page(title, "".join(parts), refresh=2 if inbox.running else None, reload=2 if inbox.running else REFRESH)
-
-
-def filter_form(inbox: Inbox) -> str:
-    """The filters (a GET form: the filtered page has its own address), each field labelled."""
-    given = inbox.filters
-
-    def choices(options: Mapping[str, str], chosen: str, anything: str) -> str:
-        listed = [f"<option value=''>{anything}</option>"]
-        listed += [
-            f"<option value='{escape(value)}'{' selected' if value == chosen else ''}>{escape(text)}</option>"
-            for value, text in options.items()
-        ]
-        return "".join(listed)
-
-    agents = {name: name for name in inbox.agents}
-    clear = f" <a href='{escape(inbox.root)}/' id=clear-filters>Clear the filters</a>" if given else ""
-    return (
-        f"<form method=get action='{escape(inbox.root)}/' id=filters class=filters role=search>"
-        f"<label for=filter-status>Status</label> <select name=status id=filter-status>"
-        f"{choices(STATUSES, given.status, 'any status')}</select> "
-        f"<label for=filter-agent>Agent</label> <select name=agent id=filter-agent>"
-        f"{choices(agents, given.agent, 'any agent')}</select> "
-        f"<label for=filter-session>Session</label> <input type=text name=session id=filter-session "
-        f"value='{escape(given.session)}'> "
-        f"<label for=filter-principal>Principal</label> <input type=text name=principal id=filter-principal "
-        f"value='{escape(given.principal)}'> "
-        f"<button type=submit id=filter>Filter</button>{clear}</form>"
-    )
 
 
 def row(run: dict[str, Any], csrf: str = "", root: str = "") -> str:

@@ -20,7 +20,8 @@ from onion.stores import RunRecord, Store
 
 from ._bodies import Problem, RunRequest, event_json, event_name
 from ._channel import Channel, Channels, current
-from ._page import PER_PAGE, Card, Filters, Inbox
+from ._filters import Filters
+from ._page import PER_PAGE, Card, Inbox
 
 
 def error_json(error: BaseException) -> dict[str, str]:

@@ -254,7 +254,7 @@ async def test_filters_narrow_the_cards_and_the_runs_and_paging_keeps_them() -> 
 
 def test_the_filter_query_keeps_the_filters_for_each_page() -> None:
     """A page link of a filtered page is the same filters and that page."""
-    from onion.serve._page import Filters
+    from onion.serve._filters import Filters
 
     filters = Filters.of({"status": "paused", "session": "s 1", "principal": "", "agent": "nope?"})
     assert filters.query(page=2) == "?status=paused&agent=nope%3F&session=s+1&page=2"
