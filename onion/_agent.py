@@ -14,13 +14,12 @@ from ._durable import Decisions, decide, journaled, recover, resume_run, run_in_
 from ._durable.state import RunState
 from ._durable.trust import signing_keys
 from ._events import Event
-from ._layers import Layer
 from ._loop import Loop, first_messages
 from ._messages import Message
 from ._model import resolve_model
 from ._output import output_schema
 from ._run import OutputT, Run, RunResult
-from ._stack import Stack, checked_by_default, profiling
+from ._stack import Stack, check_model, checked_by_default, profiling
 from ._streaming import EventStream
 from ._threads import ToolThreads, default_tool_threads
 from ._tool_sources import OfferedTools, ToolSource
@@ -396,16 +395,3 @@ def _sync(coroutine: Coroutine[Any, Any, T], name: str, instead: str) -> T:
         return asyncio.run(coroutine)
     coroutine.close()
     raise RuntimeError(f"{name}() called inside an event loop: use `await {instead}`")
-
-
-def check_model(middleware: Iterable[Any], model: Model) -> None:
-    """Give each layer in `middleware` that has `check_model(model)` the agent's model: one that cannot serve it
-    raises (`budget` without a price for it). A class is made when it is added: its layer checks at its first call."""
-    for item in middleware:
-        if isinstance(item, Stack):
-            check_model(item.layers(), model)
-            continue
-        source = item.source if isinstance(item, Layer) else item
-        check = None if isinstance(source, type) else getattr(source, "check_model", None)
-        if callable(check):
-            check(model)

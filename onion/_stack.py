@@ -6,7 +6,7 @@ import inspect
 import os
 import sys
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import CodeType, FunctionType, MethodType
 from typing import Any
 
@@ -257,3 +257,16 @@ def _bad_batch(layers: list[Layer], results: list[Any], expected_count: int | No
 def _code(function: Callable[..., Any]) -> CodeType | None:
     target = getattr(function, "__func__", function)
     return getattr(target, "__code__", None)
+
+
+def check_model(middleware: Iterable[Any], model: Any) -> None:
+    """Give each layer in `middleware` that has `check_model(model)` the agent's model: one that cannot serve it
+    raises (`budget` without a price for it). A class is made when it is added: its layer checks at its first call."""
+    for item in middleware:
+        if isinstance(item, Stack):
+            check_model(item.layers(), model)
+            continue
+        source = item.source if isinstance(item, Layer) else item
+        check = None if isinstance(source, type) else getattr(source, "check_model", None)
+        if callable(check):
+            check(model)
