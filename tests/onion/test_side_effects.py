@@ -295,4 +295,4 @@ async def test_the_inbox_and_runs_show_name_a_call_in_doubt_as_one_that_may_have
         (pending,) = (await later.recover(record.run_id)).pending
     shown = await show_run(path, record.run_id)
     assert f'{pending.id}  refund("order": "o-1")  may have run: its worker stopped after it started' in shown
-    assert f"id='kind-{pending.id}'>may have run<" in call_fieldset(pending, "")
+    assert f"id='kind--{pending.id}'>may have run<" in call_fieldset(pending, "")  # ids: kind-RUN-CALL, no run here
