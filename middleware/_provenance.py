@@ -38,7 +38,9 @@ RUN_WORDS = 5
 SHORT = 3
 """Marks this short count as carried whenever untrusted text holds them (see the module docstring)."""
 
-_TOKEN = re.compile(r"[^\s,;()\[\]{}<>\"'`|]+")
+_CANDIDATE = re.compile(r"(?<![^\s,;()\[\]{}<>\"'`|])[^\s,;()\[\]{}<>\"'`|]*[\d@/_:.][^\s,;()\[\]{}<>\"'`|]*")
+"""Tokens (runs of characters other than spaces and `,;()[]{}<>"'`|`) holding a digit, one of `@ / _ :` or a dot:
+the only ones a mark can be."""
 _WORD = re.compile(r"\w+")
 _NOT_WORD = re.compile(r"\W+")
 _ASCII_WORDS = {code: " " for code in range(128) if not (chr(code).isalnum() or chr(code) == "_")}
@@ -140,7 +142,7 @@ class Provenance:
 
     def _add(self, text: str, index: int | None, served: bool = False) -> None:
         """Read one text: trusted (`index` None) or the untrusted message at `index` (`served`, or written outside)."""
-        words = f" {' '.join(text.translate(_ASCII_WORDS).split())} " if text.isascii() else _words(text)
+        words = _ascii_words(text) if text.isascii() else _words(text)
         self._joined = None
         if index is None:
             self._parts[0].append((text, words))
@@ -220,7 +222,7 @@ def leaves(value: Any, path: str) -> Iterator[tuple[str, str]]:
 def marks(text: str) -> list[str]:
     """The tokens of `text` that name or address something (see the module docstring)."""
     found = []
-    for token in _TOKEN.findall(text):
+    for token in _CANDIDATE.findall(text):
         token = token.strip(_EDGE)
         if len(token) >= 2 and _MARK_SIGNS.search(token):
             found.append(token)
@@ -239,6 +241,14 @@ def _said_with(mark: str, value: str, trusted_words: str) -> bool:
         if at + 1 < len(words) and f" {word} {words[at + 1]} " in trusted_words:
             return True
     return False
+
+
+def _ascii_words(text: str) -> str:
+    """`_words` for an ASCII text, without a regular expression (`str.translate`, then spaces run together)."""
+    spaced = text.translate(_ASCII_WORDS)
+    while "  " in spaced:
+        spaced = spaced.replace("  ", " ")
+    return f" {spaced.strip()} "
 
 
 def _words(text: str) -> str:
