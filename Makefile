@@ -31,6 +31,15 @@ $(STAMP): $(DEMO_STAMP) pyproject.toml Makefile
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $@
 
+# AgentDojo in a venv of its own (bench/agentdojo/__init__.py), so onion's never depends on it: the suite runs its
+# smoke test (tests/bench/test_agentdojo.py), `make bench` the whole benchmark.
+AGENTDOJO := bench/.agentdojo-venv
+$(AGENTDOJO)/.installed:
+	@echo "make: installing AgentDojo 0.1.35 into $(AGENTDOJO) (its own venv)"
+	@test -x $(AGENTDOJO)/bin/python || $(PYTHON) -m venv $(AGENTDOJO)
+	$(AGENTDOJO)/bin/python -m pip install -q agentdojo==0.1.35
+	@touch $@
+
 demo: $(DEMO_STAMP)
 	$(BIN)/python -m onion demo
 
@@ -42,7 +51,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	@echo "make: lint and type-check passed"
 
-test: $(STAMP) lint
+test: $(STAMP) $(AGENTDOJO)/.installed lint
 	@echo "make: pytest, the whole suite (a few minutes; the slowest tests are listed at the end)"
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10
 
@@ -51,7 +60,7 @@ test: $(STAMP) lint
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-bench: $(STAMP)
+bench: $(STAMP) $(AGENTDOJO)/.installed
 	$(BIN)/python -m bench
 
 # The soak of tests/test_soak.py at 2,000 runs (ONION_SOAK_RUNS, ONION_SOAK_SEED, ONION_SOAK_AT_ONCE override).

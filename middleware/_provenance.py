@@ -17,6 +17,14 @@ Two pieces of a string argument are checked (numbers and booleans are not):
 - its runs of `RUN_WORDS` words: a run found in untrusted text and in no trusted text was copied from it
   (injected text written into a message body, whatever its wording).
 
+One carried mark is the user's, asked `finding(..., delegated=True)` (`contain` asks so for a call its plan
+names): a *delegated* value. The user named the source: the untrusted answer holding the mark is the result of
+a call whose every string argument the user's own words hold (`get_webpage("www.dora-website.com")` after
+"find her e-mail on her website: www.dora-website.com"). And the value belongs to what the user named there: the
+mark holds a name that the user wrote, capitalised and not first in a sentence, and that the call's arguments
+hold too (`dora@gmail.com` after "Invite Dora"). Such a finding comes back with `delegated` set, and only when
+nothing else in the arguments is carried.
+
 Text is compared case-folded; marks as whole tokens (`13` is not found in `2013` or `13th`), runs as words
 (punctuation and spacing between them ignored).
 
@@ -42,6 +50,8 @@ _CANDIDATE = re.compile(r"(?<![^\s,;()\[\]{}<>\"'`|])[^\s,;()\[\]{}<>\"'`|]*[\d@
 """Tokens (runs of characters other than spaces and `,;()[]{}<>"'`|`) holding a digit, one of `@ / _ :` or a dot:
 the only ones a mark can be."""
 _WORD = re.compile(r"\w+")
+_NAME = re.compile(r"(?<!\w)[^\W\d_][^\W\d_]{2,}(?!\w)")
+"""A word of three letters or more (a name when it is capitalised)."""
 _NOT_WORD = re.compile(r"\W+")
 _ASCII_WORDS = {code: " " for code in range(128) if not (chr(code).isalnum() or chr(code) == "_")}
 """`str.translate` table: what `\\W` matches in ASCII, as spaces (an ASCII text's words without a regex)."""
@@ -77,6 +87,8 @@ class Finding:
     piece: str
     argument: str
     source: int | None
+    delegated: bool = False
+    """The mark is a value the user sent the agent to fetch (see the module docstring): the user's, not the source's."""
 
 
 class Provenance:
@@ -84,16 +96,19 @@ class Provenance:
     is read once (case-folded, as its words, the days it names in words); a call's check then searches them."""
 
     __slots__ = (
+        "_asked",
         "_days_read",
         "_first",
         "_joined",
         "_last",
+        "_names",
         "_parts",
         "_seen",
         "_vouched",
         "first_untrusted",
         "trusted_days",
         "untrusted_days",
+        "user_words",
     )
 
     def __init__(self) -> None:
@@ -109,9 +124,16 @@ class Provenance:
         self.trusted_days: set[Day] = set()
         self.untrusted_days: dict[Day, int] = {}
         self._days_read = (0, 0)
-        self._parts: tuple[list[tuple[str, str]], list[tuple[int, str, str, bool]]] = ([], [])
-        """Each trusted text (case-folded, as words); each untrusted one, with its message's index and whether it was
-        served (a trusted tool's answer to a call untrusted content drove) rather than written outside."""
+        self._parts: tuple[list[tuple[str, str]], list[tuple[int, str, str, bool, frozenset[str]]]] = ([], [])
+        """Each trusted text (case-folded, as words); each untrusted one, with its message's index, whether it was
+        served (a trusted tool's answer to a call untrusted content drove) rather than written outside, and the
+        names the user gave its source (empty unless the user named the source)."""
+        self._asked: dict[str, dict[str, Any]] = {}
+        """Each tool call's arguments, by call id."""
+        self.user_words = " "
+        """The words of the user's and the system's messages, case-folded, each between single spaces."""
+        self._names: set[str] = set()
+        """The names those messages write (capitalised words, not first in a sentence), case-folded."""
         self._joined: tuple[str, str, str, str, str] | None = None
 
     def update(self, messages: Sequence[Message], vouched: Sequence[str] = (), served: Collection[str] = ()) -> None:
@@ -132,22 +154,45 @@ class Provenance:
             seen = 0
         for index in range(seen, len(messages)):
             message = messages[index]
-            if message.role != "assistant" and message.text:
+            if message.role == "assistant":
+                self._asked.update((request.id, request.args) for request in message.tool_calls)
+            elif message.text:
+                if message.role in ("user", "system") and not message.untrusted:
+                    self._read_user(message.text)
                 was_served = message.untrusted and message.tool_call_id in served
-                self._add(message.text.casefold(), index if message.untrusted else None, was_served)
+                named = self._named(message.tool_call_id) if message.untrusted else frozenset()
+                self._add(message.text.casefold(), index if message.untrusted else None, was_served, named)
         self._seen, self._last = len(messages), messages[-1] if messages else None
         for piece in vouched[self._vouched :]:
             self._add(piece.casefold(), None)
         self._vouched = len(vouched)
 
-    def _add(self, text: str, index: int | None, served: bool = False) -> None:
-        """Read one text: trusted (`index` None) or the untrusted message at `index` (`served`, or written outside)."""
+    def _add(self, text: str, index: int | None, served: bool = False, named: frozenset[str] = frozenset()) -> None:
+        """Read one text: trusted (`index` None) or the untrusted message at `index` (`served`, or written outside;
+        `named`: the names the user gave its source)."""
         words = _ascii_words(text) if text.isascii() else _words(text)
         self._joined = None
         if index is None:
             self._parts[0].append((text, words))
         else:
-            self._parts[1].append((index, text, words, served))
+            self._parts[1].append((index, text, words, served, named))
+
+    def _read_user(self, text: str) -> None:
+        """Read one of the user's (or the system's) texts: its words, and the names it writes."""
+        self.user_words += (_ascii_words(text) if text.isascii() else _words(text)).casefold()[1:]
+        prose = _CANDIDATE.sub(lambda found: " " if marks(found[0].casefold()) else found[0], text)
+        for found in _NAME.finditer(prose):
+            before = prose[: found.start()].rstrip()
+            if found[0][0].isupper() and before and before[-1] not in ".!?":
+                self._names.add(found[0].casefold())
+
+    def _named(self, call_id: str | None) -> frozenset[str]:
+        """The names the user gave the source a tool call read: none unless the user's words hold each of the call's
+        string arguments; else the user's names among the arguments' words."""
+        values = [value for _, value in leaves(self._asked.get(call_id or "", {}), "")]
+        if not values or any(_words(value.casefold()) not in self.user_words for value in values):
+            return frozenset()
+        return frozenset(word for value in values for word in _WORD.findall(value.casefold()) if word in self._names)
 
     def _days(self) -> tuple[set[Day], dict[Day, int]]:
         """The days the trusted texts name in words, and those the untrusted ones do (with the first message naming
@@ -156,15 +201,18 @@ class Provenance:
         read_trusted, read_untrusted = self._days_read
         for text, _ in trusted[read_trusted:]:
             self.trusted_days.update(days(_WORD.findall(text)))
-        for index, text, _, _ in untrusted[read_untrusted:]:
+        for index, text, _, _, _ in untrusted[read_untrusted:]:
             for day in days(_WORD.findall(text)):
                 self.untrusted_days.setdefault(day, index)
         self._days_read = len(trusted), len(untrusted)
         return self.trusted_days, self.untrusted_days
 
-    def finding(self, args: dict[str, Any]) -> Finding | None:
-        """The first piece of `args` carried from untrusted content (see the module docstring), else None."""
+    def finding(self, args: dict[str, Any], *, delegated: bool = False) -> Finding | None:
+        """The first piece of `args` carried from untrusted content (see the module docstring), else None; with
+        `delegated`, a mark the user sent the agent to fetch comes back (`Finding.delegated`) only when no other piece
+        is carried."""
         trusted, trusted_words, untrusted, untrusted_words, written = self._joined or self._join()
+        fetched: Finding | None = None
         for argument, value in leaves(args, ""):
             value = value.casefold()
             for mark in marks(value):
@@ -172,7 +220,10 @@ class Provenance:
                     if not _has_mark(trusted, mark) or (
                         len(mark) <= SHORT and _has_mark(written, mark) and not _said_with(mark, value, trusted_words)
                     ):
-                        return Finding(mark, argument, self._source(mark, in_words=False))
+                        source = self._source(mark, in_words=False)
+                        if not (delegated and self._fetched(mark)):
+                            return Finding(mark, argument, source)
+                        fetched = fetched or Finding(mark, argument, source, delegated=True)
                     continue
                 day = _spoken_day(mark)
                 if day is not None:
@@ -184,7 +235,13 @@ class Provenance:
                 run = f" {' '.join(words[start : start + RUN_WORDS])} "
                 if run in untrusted_words and run not in trusted_words:
                     return Finding(run.strip(), argument, self._source(run, in_words=True))
-        return None
+        return fetched
+
+    def _fetched(self, mark: str) -> bool:
+        """Whether `mark` is a value the user sent the agent to fetch: an untrusted answer from a source the user
+        named holds it, and it holds one of the names the user gave that source."""
+        words = set(_WORD.findall(mark))
+        return any(named & words and _has_mark(text, mark) for _, text, _, _, named in self._parts[1] if named)
 
     def _join(self) -> tuple[str, str, str, str, str]:
         """The trusted texts, their words, the untrusted texts, their words, the untrusted texts written outside: each
@@ -193,15 +250,15 @@ class Provenance:
         self._joined = (
             "\n".join(text for text, _ in trusted),
             "".join(words for _, words in trusted),
-            "\n".join(text for _, text, _, _ in untrusted),
-            "".join(words for _, _, words, _ in untrusted),
-            "\n".join(text for _, text, _, served in untrusted if not served),
+            "\n".join(text for _, text, _, _, _ in untrusted),
+            "".join(words for _, _, words, _, _ in untrusted),
+            "\n".join(text for _, text, _, served, _ in untrusted if not served),
         )
         return self._joined
 
     def _source(self, piece: str, *, in_words: bool) -> int | None:
         """The index of the first untrusted message holding `piece`: a mark in its text, or a run in its words."""
-        for index, text, words, _ in self._parts[1]:
+        for index, text, words, _, _ in self._parts[1]:
             if (piece in words) if in_words else _has_mark(text, piece):
                 return index
         return None

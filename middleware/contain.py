@@ -128,7 +128,7 @@ class contain:
         asked = plan is None or call.name in plan  # no plan yet: the model asked for it before it read the content
         selects = self.selects
         sensitive = not tool.read_only if selects is None else selects(call)
-        finding = provenance.finding(call.args)
+        finding = provenance.finding(call.args, delegated=sensitive and plan is not None and call.name in plan)
         if not sensitive:
             result = await call_next(call)
             if finding is not None:  # its answer may repeat what it was given
@@ -140,6 +140,13 @@ class contain:
         if finding is None and asked:
             return await _let_through(
                 call, call_next, "allowed after untrusted content: trusted content accounts for it"
+            )
+        if finding is not None and finding.delegated:
+            return await _let_through(
+                call,
+                call_next,
+                f"allowed after untrusted content: its argument {finding.argument} carries {_short(finding.piece)}, "
+                "from a source the user named, under a name the user gave it",
             )
         if call.approved:
             kept = run.private.setdefault(KEY, {"vouched": []})
