@@ -47,7 +47,11 @@ async def plan_for(
         for name, tool in offered.items()
     )
     asked = [*trusted, Message.user(ASK.format(tools=listing))]
-    agent = planner if isinstance(planner, Agent) else Agent(planner, name="contain-plan", max_steps=1)
+    if isinstance(planner, Agent):
+        agent = planner
+    else:  # the run's own model (plan=True) is asked as its agent: on Temporal, that agent's model activity
+        own = planner is run.agent.model
+        agent = Agent(planner, name=run.agent.name if own else "contain-plan", max_steps=1)
     try:
         result = await agent.run(asked, output_type=Plan)
     except Exception as error:

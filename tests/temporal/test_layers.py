@@ -64,6 +64,8 @@ async def test_the_compared_layers_act_on_these_runs(audited: Any) -> None:
     assert "[REDACTED]" in redacted and "sk-proj" not in redacted
     assert type(await _outside("limit")).__name__ == "LimitReached"
     assert type(await _outside("guard")).__name__ == "GuardFailed"
+    contained = await audited("contain")  # the plan made (by the run's own model activity), eve's address blocked
+    assert "eve@evil.example', found only there" in contained and contained.endswith("| sent to ada@example.com")
 
 
 @pytest.mark.parametrize("family", sorted(audit_flows.REFUSED))
