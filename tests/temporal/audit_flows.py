@@ -147,6 +147,7 @@ INNER = {
         name="audit-select_tools_model",
         tools=[get_weather, Tool(lambda: "nothing", name="nothing", description="Does nothing.")],
     ).use(select_tools(1, by=FunctionModel(summary))),
+    "contain_model": _agent("contain_model", contain(plan=FunctionModel(obeying)), obeying, (fetch_page, send_email)),
     "compact_agent": _agent("compact_agent", compact(60, keep_last=1, summarize=summarizer), chatty),
     "sub_agent": Agent(
         FunctionModel(

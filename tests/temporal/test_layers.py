@@ -116,6 +116,16 @@ async def test_a_layer_asking_a_model_of_its_own_making_is_refused_at_the_start_
     assert f"layer {layer}" in str(cause) and "OnionPlugin" in str(cause)
 
 
+async def test_contain_with_a_planner_of_its_own_making_is_refused_naming_the_plan_agent(audited: Any) -> None:
+    """contain(plan=a model): its plan agent has no activities, so the run fails with NotDeterministic when the
+    plan is asked (not a plan that fails closed without a word)."""
+    with pytest.raises(WorkflowFailureError) as failed:
+        await audited("contain_model")
+    cause = failed.value.cause
+    assert getattr(cause, "type", None) == "NotDeterministic", cause
+    assert "'contain-plan'" in str(cause) and "OnionPlugin" in str(cause)
+
+
 async def test_a_layers_own_agent_on_the_plugin_asks_its_model_in_an_activity(client: Client) -> None:
     """compact(summarize=an Agent of the user's, on the plugin): it summarizes inside the workflow, its model call
     an activity of its own (`summarizer.model`), and the run answers as outside."""
