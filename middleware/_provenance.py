@@ -104,11 +104,13 @@ class Provenance:
         "_names",
         "_parts",
         "_seen",
+        "_user_read",
+        "_user_texts",
+        "_user_words",
         "_vouched",
         "first_untrusted",
         "trusted_days",
         "untrusted_days",
-        "user_words",
     )
 
     def __init__(self) -> None:
@@ -124,16 +126,20 @@ class Provenance:
         self.trusted_days: set[Day] = set()
         self.untrusted_days: dict[Day, int] = {}
         self._days_read = (0, 0)
-        self._parts: tuple[list[tuple[str, str]], list[tuple[int, str, str, bool, frozenset[str]]]] = ([], [])
+        self._parts: tuple[list[tuple[str, str]], list[tuple[int, str, str, bool, list[str]]]] = ([], [])
         """Each trusted text (case-folded, as words); each untrusted one, with its message's index, whether it was
         served (a trusted tool's answer to a call untrusted content drove) rather than written outside, and the
-        names the user gave its source (empty unless the user named the source)."""
+        string arguments of the call that read it."""
         self._asked: dict[str, dict[str, Any]] = {}
         """Each tool call's arguments, by call id."""
-        self.user_words = " "
-        """The words of the user's and the system's messages, case-folded, each between single spaces."""
+        self._user_texts: list[str] = []
+        """The texts of the user's and the system's messages; read into the two below only when a mark may be
+        delegated (`_fetched`)."""
+        self._user_read = 0
+        self._user_words = " "
+        """The words of those texts, case-folded, each between single spaces."""
         self._names: set[str] = set()
-        """The names those messages write (capitalised words, not first in a sentence), case-folded."""
+        """The names those texts write (capitalised words, not first in a sentence), case-folded."""
         self._joined: tuple[str, str, str, str, str] | None = None
 
     def update(self, messages: Sequence[Message], vouched: Sequence[str] = (), served: Collection[str] = ()) -> None:
@@ -158,41 +164,42 @@ class Provenance:
                 self._asked.update((request.id, request.args) for request in message.tool_calls)
             elif message.text:
                 if message.role in ("user", "system") and not message.untrusted:
-                    self._read_user(message.text)
+                    self._user_texts.append(message.text)
                 was_served = message.untrusted and message.tool_call_id in served
-                named = self._named(message.tool_call_id) if message.untrusted else frozenset()
-                self._add(message.text.casefold(), index if message.untrusted else None, was_served, named)
+                reading = [v for _, v in leaves(self._asked.get(message.tool_call_id or "", {}), "")]
+                self._add(message.text.casefold(), index if message.untrusted else None, was_served, reading)
         self._seen, self._last = len(messages), messages[-1] if messages else None
         for piece in vouched[self._vouched :]:
             self._add(piece.casefold(), None)
         self._vouched = len(vouched)
 
-    def _add(self, text: str, index: int | None, served: bool = False, named: frozenset[str] = frozenset()) -> None:
+    def _add(self, text: str, index: int | None, served: bool = False, reading: Sequence[str] = ()) -> None:
         """Read one text: trusted (`index` None) or the untrusted message at `index` (`served`, or written outside;
-        `named`: the names the user gave its source)."""
+        `reading`: the string arguments of the call that read it)."""
         words = _ascii_words(text) if text.isascii() else _words(text)
         self._joined = None
         if index is None:
             self._parts[0].append((text, words))
         else:
-            self._parts[1].append((index, text, words, served, named))
+            self._parts[1].append((index, text, words, served, list(reading)))
 
-    def _read_user(self, text: str) -> None:
-        """Read one of the user's (or the system's) texts: its words, and the names it writes."""
-        self.user_words += (_ascii_words(text) if text.isascii() else _words(text)).casefold()[1:]
-        prose = _CANDIDATE.sub(lambda found: " " if marks(found[0].casefold()) else found[0], text)
-        for found in _NAME.finditer(prose):
-            before = prose[: found.start()].rstrip()
-            if found[0][0].isupper() and before and before[-1] not in ".!?":
-                self._names.add(found[0].casefold())
+    def _read_user(self) -> None:
+        """Read the user's (and the system's) texts not read yet: their words, and the names they write."""
+        for text in self._user_texts[self._user_read :]:
+            self._user_words += _words(text.casefold())[1:]
+            prose = _CANDIDATE.sub(lambda found: " " if marks(found[0].casefold()) else found[0], text)
+            for found in _NAME.finditer(prose):
+                before = prose[: found.start()].rstrip()
+                if found[0][0].isupper() and before and before[-1] not in ".!?":
+                    self._names.add(found[0].casefold())
+        self._user_read = len(self._user_texts)
 
-    def _named(self, call_id: str | None) -> frozenset[str]:
-        """The names the user gave the source a tool call read: none unless the user's words hold each of the call's
-        string arguments; else the user's names among the arguments' words."""
-        values = [value for _, value in leaves(self._asked.get(call_id or "", {}), "")]
-        if not values or any(_words(value.casefold()) not in self.user_words for value in values):
-            return frozenset()
-        return frozenset(word for value in values for word in _WORD.findall(value.casefold()) if word in self._names)
+    def _named(self, reading: list[str]) -> set[str]:
+        """The names the user gave the source a call with string arguments `reading` read: none unless the user's
+        words hold each of them; else the user's names among their words."""
+        if not reading or any(_words(value.casefold()) not in self._user_words for value in reading):
+            return set()
+        return {word for value in reading for word in _WORD.findall(value.casefold()) if word in self._names}
 
     def _days(self) -> tuple[set[Day], dict[Day, int]]:
         """The days the trusted texts name in words, and those the untrusted ones do (with the first message naming
@@ -240,8 +247,9 @@ class Provenance:
     def _fetched(self, mark: str) -> bool:
         """Whether `mark` is a value the user sent the agent to fetch: an untrusted answer from a source the user
         named holds it, and it holds one of the names the user gave that source."""
+        self._read_user()
         words = set(_WORD.findall(mark))
-        return any(named & words and _has_mark(text, mark) for _, text, _, _, named in self._parts[1] if named)
+        return any(_has_mark(text, mark) and self._named(reading) & words for _, text, _, _, reading in self._parts[1])
 
     def _join(self) -> tuple[str, str, str, str, str]:
         """The trusted texts, their words, the untrusted texts, their words, the untrusted texts written outside: each
