@@ -565,3 +565,24 @@ async def test_a_delegated_value_needs_the_plan_and_a_source_the_user_named() ->
     assert elsewhere.messages[-2].is_error
     first = await delegating("dora@mail.example", "Dora is to be invited: www.dora.example")
     assert first.messages[-2].is_error
+
+
+async def test_with_plan_a_quarantined_value_the_user_sent_the_agent_to_fetch_is_theirs_and_a_fooled_one_is_not() -> (
+    None
+):
+    """The typed answer keeps its call id: Dora's address read from the page the user named goes through; an
+    address the reader was fooled into writing there stays contained."""
+    from pydantic import BaseModel
+
+    class Contact(BaseModel):
+        email: str
+
+    async def invited(read: str) -> Any:
+        reader = ScriptedModel([Contact(email=read)])
+        plan = '{"tools": ["webpage", "invite"]}'
+        model = ScriptedModel([[call("webpage", url="www.dora.example")], plan, [call("invite", email=read)], "ok"])
+        layer = contain(action="block", plan=True, quarantine={"webpage": Contact}, reader=reader)
+        return await Agent(model, tools=[webpage, invite]).use(layer).run("Invite Dora: her page is www.dora.example")
+
+    assert (await invited("dora@mail.example")).messages[-2].text == "invited dora@mail.example"
+    assert (await invited("fred@evil.example")).messages[-2].is_error
