@@ -98,6 +98,49 @@ async def test_the_label_survives_the_journal_when_the_worker_dies_in_the_same_b
     assert [p.name for p in result.pending] == ["pay"]
 
 
+@pytest.mark.slow  # two processes in real time
+def test_the_label_survives_a_sigkill_of_the_worker_and_contain_holds_after_recover(
+    forker: Any, tmp_path: Path
+) -> None:
+    """The worker reads an untrusted page and is SIGKILLed in the next tool; recovered in this process, the page is
+    still untrusted in the history and contain pauses a payment carrying its account."""
+    import asyncio
+    import os
+    import time
+
+    from onion.stores import SQLiteStore
+
+    here = Path(__file__).parent
+    sys.path.insert(0, str(here))
+    from untrusted_worker import LEASE, shopper
+    from untrusted_worker import PAGE as WORKER_PAGE
+
+    db, marker = str(tmp_path / "onion.db"), tmp_path / "comparing"
+    root = str(here.parents[1])
+    worker = forker.popen(here / "untrusted_worker.py", db, str(marker), env={**os.environ, "PYTHONPATH": root})
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert worker.poll() is None, worker.communicate()[1]
+        assert time.monotonic() < deadline, "the worker never reached the second tool"
+        time.sleep(0.02)
+    worker.kill()
+    worker.wait(timeout=30)
+    time.sleep(LEASE + 0.2)
+
+    async def recover() -> tuple[Any, ScriptedModel]:
+        store = SQLiteStore(db)
+        (record,) = await store.runs()
+        later = ScriptedModel([[call("pay", iban="ZZ99EVIL0000000001")], "done"])
+        result = await shopper(store, marker, hang=False, later=later).use(contain()).recover(record.run_id)
+        await store.aclose()
+        return result, later
+
+    result, later = asyncio.run(recover())
+    fetched = tool_messages(later.requests[0].messages)[0]
+    assert fetched == (WORKER_PAGE, True)
+    assert [p.name for p in result.pending] == ["pay"] and "zz99evil0000000001" in result.pending[0].reason
+
+
 async def test_the_label_survives_the_journal_across_model_steps() -> None:
     """A crash a step later: the untrusted result comes back from a `model` entry's messages."""
     store = MemoryStore()
