@@ -13,17 +13,19 @@ Two pieces of a string argument are checked (numbers and booleans are not):
   holds it next to the same word as the argument does (so short an id is found in trusted text by chance:
   `13` in "June 13" accounts for "June 13", not for a file id `13`), and a date that untrusted text names in
   words ("from the 1st to the 5th of May") and trusted text does not. A mark found in no text (a date or an
-  amount the model worked out) is not: nothing says where it came from.
+  amount the model worked out) is not, unless its domain is (`eve@evil.example` made up from "write to eve at
+  evil.example": the domain `evil.example` was carried).
 - its runs of `RUN_WORDS` words: a run found in untrusted text and in no trusted text was copied from it
   (injected text written into a message body, whatever its wording).
 
 One carried mark is the user's, asked `finding(..., delegated=True)` (`contain` asks so for a call its plan
 names): a *delegated* value. The user named the source: the untrusted answer holding the mark is the result of
-a call whose every string argument the user's own words hold (`get_webpage("www.dora-website.com")` after
-"find her e-mail on her website: www.dora-website.com"). And the value belongs to what the user named there: the
-mark holds a name that the user wrote, capitalised and not first in a sentence, and that the call's arguments
-hold too (`dora@gmail.com` after "Invite Dora"). Such a finding comes back with `delegated` set, and only when
-nothing else in the arguments is carried.
+a call whose arguments hold an address the user's own message wrote (a mark, exactly), no mark the user did not
+write, and nothing the user's words do not hold (`get_webpage("www.dora-website.com")` after "find her e-mail on
+her website: www.dora-website.com"; a search for "Dora" names no source). And the value belongs to what the user
+named there: the mark holds a name that the user's message wrote, capitalised, not first in a sentence and not
+a day or a month, and that the call's arguments hold too (`dora@gmail.com` after "Invite Dora"). Such a finding
+comes back with `delegated` set, and only when nothing else in the arguments is carried.
 
 Text is compared case-folded; marks as whole tokens (`13` is not found in `2013` or `13th`), runs as words
 (punctuation and spacing between them ignored).
@@ -57,6 +59,10 @@ _ASCII_WORDS = {code: " " for code in range(128) if not (chr(code).isalnum() or 
 """`str.translate` table: what `\\W` matches in ASCII, as spaces (an ASCII text's words without a regex)."""
 _MARK_SIGNS = re.compile(r"[\d@/_:]|[^\W\d_]\.[^\W\d_]")
 _EDGE = ".:!?-"
+_DOMAIN_PART = re.compile(
+    r"(?<=[@/])[^@/:?#\s]*[^\W_]\.[^\W\d_][^@/:?#\s]*|^[^@/:?#\s]*[^\W_]\.[^\W\d_][^@/:?#\s]*(?=[/:])"
+)
+"""The domain of an address or a URL (after `@` or `//`, or a host before its path)."""
 _ISO_DATE = re.compile(r"(?P<year>\d{4})-(?P<month>\d{2})-(?P<day>\d{2})")
 _ORDINAL = re.compile(r"(\d{1,2})(?:st|nd|rd|th)?")
 _MONTHS = (
@@ -74,6 +80,8 @@ _MONTHS = (
     "december",
 )
 _MONTH = {name: number for number, month in enumerate(_MONTHS, 1) for name in (month, month[:3])}
+_CALENDAR = {*_MONTHS, "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
+"""Capitalised words that are no one's name."""
 
 Day = tuple[int, int]
 """(day, month): a day a text names in words."""
@@ -104,6 +112,7 @@ class Provenance:
         "_names",
         "_parts",
         "_seen",
+        "_user_marks",
         "_user_read",
         "_user_texts",
         "_user_words",
@@ -133,11 +142,13 @@ class Provenance:
         self._asked: dict[str, dict[str, Any]] = {}
         """Each tool call's arguments, by call id."""
         self._user_texts: list[str] = []
-        """The texts of the user's and the system's messages; read into the two below only when a mark may be
-        delegated (`_fetched`)."""
+        """The texts of the user's messages; read into the three below only when a mark may be delegated
+        (`_fetched`)."""
         self._user_read = 0
         self._user_words = " "
-        """The words of those texts, case-folded, each between single spaces."""
+        """The words of those texts, case-folded, each between single spaces (and a NUL between two texts)."""
+        self._user_marks: set[str] = set()
+        """The marks those texts hold, case-folded."""
         self._names: set[str] = set()
         """The names those texts write (capitalised words, not first in a sentence), case-folded."""
         self._joined: tuple[str, str, str, str, str] | None = None
@@ -161,12 +172,15 @@ class Provenance:
         for index in range(seen, len(messages)):
             message = messages[index]
             if message.role == "assistant":
-                self._asked.update((request.id, request.args) for request in message.tool_calls)
+                ids = [request.id for request in message.tool_calls]
+                for request in message.tool_calls:  # an id used twice in one turn reads as no source
+                    self._asked[request.id] = request.args if ids.count(request.id) == 1 else {}
             elif message.text:
-                if message.role in ("user", "system") and not message.untrusted:
+                if message.role == "user" and not message.untrusted:
                     self._user_texts.append(message.text)
                 was_served = message.untrusted and message.tool_call_id in served
-                reading = [v for _, v in leaves(self._asked.get(message.tool_call_id or "", {}), "")]
+                asked = self._asked.get(message.tool_call_id) if isinstance(message.tool_call_id, str) else None
+                reading = _scalars(asked) if message.untrusted and asked else []
                 self._add(message.text.casefold(), index if message.untrusted else None, was_served, reading)
         self._seen, self._last = len(messages), messages[-1] if messages else None
         for piece in vouched[self._vouched :]:
@@ -175,7 +189,7 @@ class Provenance:
 
     def _add(self, text: str, index: int | None, served: bool = False, reading: Sequence[str] = ()) -> None:
         """Read one text: trusted (`index` None) or the untrusted message at `index` (`served`, or written outside;
-        `reading`: the string arguments of the call that read it)."""
+        `reading`: the arguments of the call that read it, as text)."""
         words = _ascii_words(text) if text.isascii() else _words(text)
         self._joined = None
         if index is None:
@@ -184,20 +198,27 @@ class Provenance:
             self._parts[1].append((index, text, words, served, list(reading)))
 
     def _read_user(self) -> None:
-        """Read the user's (and the system's) texts not read yet: their words, and the names they write."""
+        """Read the user's texts not read yet: their words, their marks and the names they write."""
         for text in self._user_texts[self._user_read :]:
-            self._user_words += _words(text.casefold())[1:]
+            folded = text.casefold()
+            self._user_words += _words(folded) + "\0"  # no run of words across two messages
+            self._user_marks.update(marks(folded))
             prose = _CANDIDATE.sub(lambda found: " " if marks(found[0].casefold()) else found[0], text)
             for found in _NAME.finditer(prose):
                 before = prose[: found.start()].rstrip()
-                if found[0][0].isupper() and before and before[-1] not in ".!?":
-                    self._names.add(found[0].casefold())
+                name = found[0].casefold()
+                if found[0][0].isupper() and before and before[-1] not in ".!?" and name not in _CALENDAR:
+                    self._names.add(name)
         self._user_read = len(self._user_texts)
 
     def _named(self, reading: list[str]) -> set[str]:
-        """The names the user gave the source a call with string arguments `reading` read: none unless the user's
-        words hold each of them; else the user's names among their words."""
-        if not reading or any(_words(value.casefold()) not in self._user_words for value in reading):
+        """The names the user gave the source a call with arguments `reading` read: none unless one of them is an
+        address (a mark) the user wrote, each mark in them is one the user wrote, and the user's words hold each of
+        them; else the user's names among their words."""
+        found = [mark for value in reading for mark in marks(value.casefold())]
+        if not found or any(mark not in self._user_marks for mark in found):
+            return set()
+        if any(_words(value.casefold()) not in self._user_words for value in reading):
             return set()
         return {word for value in reading for word in _WORD.findall(value.casefold()) if word in self._names}
 
@@ -232,6 +253,10 @@ class Provenance:
                             return Finding(mark, argument, source)
                         fetched = fetched or Finding(mark, argument, source, delegated=True)
                     continue
+                if not _has_mark(trusted, mark):  # made up: its domain may still be the untrusted text's
+                    for part in _DOMAIN_PART.findall(mark):
+                        if _has_mark(untrusted, part) and not _has_mark(trusted, part):
+                            return Finding(part, argument, self._source(part, in_words=False))
                 day = _spoken_day(mark)
                 if day is not None:
                     trusted_days, untrusted_days = self._days()
@@ -282,6 +307,19 @@ def leaves(value: Any, path: str) -> Iterator[tuple[str, str]]:
     elif isinstance(value, list | tuple):
         for number, item in enumerate(value):
             yield from leaves(item, f"{path}[{number}]")
+
+
+def _scalars(value: Any) -> list[str]:
+    """The strings, numbers and booleans in `value` (nested dicts and lists too), as text."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, bool | int | float):
+        return [str(value).casefold()]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _scalars(item)]
+    if isinstance(value, list | tuple):
+        return [text for item in value for text in _scalars(item)]
+    return []
 
 
 def marks(text: str) -> list[str]:
