@@ -50,7 +50,7 @@ async def plan_for(
     if isinstance(planner, Agent):
         agent = planner
     else:  # the run's own model (plan=True) is asked as its agent: on Temporal, that agent's model activity
-        own = planner is run.agent.model
+        own = planner is getattr(run.agent, "model", None)
         agent = Agent(planner, name=run.agent.name if own else "contain-plan", max_steps=1)
     try:
         result = await agent.run(asked, output_type=Plan)

@@ -138,7 +138,7 @@ class Provenance:
         self._parts: tuple[list[tuple[str, str]], list[tuple[int, str, str, bool, list[str]]]] = ([], [])
         """Each trusted text (case-folded, as words); each untrusted one, with its message's index, whether it was
         served (a trusted tool's answer to a call untrusted content drove) rather than written outside, and the
-        string arguments of the call that read it."""
+        arguments of the call that read it, as text (`_scalars`)."""
         self._asked: dict[str, dict[str, Any]] = {}
         """Each tool call's arguments, by call id."""
         self._user_texts: list[str] = []
