@@ -18,12 +18,13 @@ the agent's `state_key`, on the last entry of each write: its HMAC. Then its own
   reason, or null when approved);
 - `decision`: a `DecisionRecord` (who decided a paused call, when, and what), written with the batch
   it decided, before any of its calls runs;
-- `end`: the run let go of (`status`: `"paused"`, `"completed"`, `"failed"`), written with its release, so
-  a journal whose last entries were removed shows.
+- `end`: the run let go of (`status`: `"paused"`, `"completed"`, `"failed"`, a failed one with `error`, what it
+  failed with), written with its release, so a journal whose last entries were removed shows.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -75,9 +76,28 @@ def result_entry(call_id: str, result: ToolResult) -> str:
     return dumps(entry)
 
 
-def end_entry(status: str) -> str:
-    """The entry that ends a run's journal when the run is let go of as `status` (it may go on later)."""
-    return f'{{"k":"end","status":{json_string(status)}}}'
+def end_entry(status: str, error: str | None = None) -> str:
+    """The entry that ends a run's journal when the run is let go of as `status` (it may go on later); a failed
+    run's says what it failed with (`failure_text`)."""
+    why = "" if error is None else f',"error":{json_string(error)}'
+    return f'{{"k":"end","status":{json_string(status)}{why}}}'
+
+
+def failure_text(error: BaseException, limit: int = 500) -> str:
+    """What a failed run's end entry says it failed with: the error's type and message, secrets scrubbed."""
+    from ..scrub import scrub
+
+    if isinstance(error, asyncio.CancelledError):
+        return "cancelled"
+    text = scrub(f"{type(error).__name__}: {error}")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def failure_of(entries: list[str]) -> str | None:
+    """What a run's journal says its last failure was, when the journal ends with one (else None)."""
+    last = json.loads(entries[-1]) if entries else {}
+    error = last.get("error") if last.get("k") == "end" and last.get("status") == "failed" else None
+    return error if isinstance(error, str) else None
 
 
 def encode(entry: dict[str, Any], run: Run) -> str:

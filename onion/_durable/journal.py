@@ -1,10 +1,8 @@
 """The journal: a run's steps recorded in its store as they happen (`onion._durable.replay` reads them back).
 
-Entries (`onion._durable.entries`) are JSON objects, one per store row. A model entry
-is held back and written with the next write (a tool starting, a result, the
-run's end), so a step costs one round trip. Each entry is chained to the one
-before it (`onion._durable.chain`) as it is handed to the store, in the order
-the store keeps them.
+Entries (`onion._durable.entries`) are JSON objects, one per store row. A model entry is held back and written
+with the next write (a tool starting, a result, the run's end), so a step costs one round trip. Each entry is
+chained to the one before it (`onion._durable.chain`) as it is handed to the store, in the order it keeps them.
 """
 
 from __future__ import annotations
@@ -185,9 +183,15 @@ class Journal:
             self._held.append(dumps(entry))
 
     async def end(
-        self, status: RunStatus, *, state: str | None = None, pending: int = 0, turn: SessionTurn | None = None
+        self,
+        status: RunStatus,
+        *,
+        state: str | None = None,
+        pending: int = 0,
+        turn: SessionTurn | None = None,
+        error: str | None = None,
     ) -> None:
-        """Write what was held back, set the run's status and let go of it, with its session `turn` if any."""
+        """Write what is held, set the status (and a failed run's `error`) and let go, with the session `turn`."""
         self._stop_renewing()
         if self._writing:
             await self._written()
@@ -195,7 +199,7 @@ class Journal:
         try:
             if not self.chain.known:
                 await self._follow_store()
-            entries = self.chain.seal([*held, end_entry(status)])
+            entries = self.chain.seal([*held, end_entry(status, error)])
             await self.store.release_run(
                 self.run_id, self.owner, status, state=state, pending=pending, entries=entries, turn=turn
             )
@@ -210,8 +214,7 @@ class Journal:
         return self._renewals is not None
 
     async def give_back(self, state: str | None, pending: int) -> None:
-        """Let go of a paused run claimed to resume as it was when claimed (its `state`), writing nothing held (only
-        its end entry)."""
+        """Let go of a paused run claimed to resume as it was (its `state`), writing only its end entry."""
         self._stop_renewing()
         self._held = []
         try:

@@ -19,6 +19,7 @@ from .._results import ToolResult
 from .._run import Run, RunResult
 from ..errors import ForeignRun, OnionError, RunBusy, RunNotFound, RunStateError, StoreUnavailable
 from .decisions import check_owner, check_tenant
+from .entries import failure_text
 from .journal import Journal
 from .replay import Replay, pending_batch, replay
 from .state import LONE_KINDS, RunState
@@ -90,8 +91,8 @@ async def journaled(
             conversation, start, lock = on_session
             turn = conversation.turn(result.messages[start:], lock)
             await committed(journal.end("completed", turn=turn), inline=inline)
-    except BaseException:
-        await asyncio.shield(_let_go(journal))
+    except BaseException as error:
+        await asyncio.shield(_let_go(journal, error))
         raise
     return result
 
@@ -221,10 +222,11 @@ async def _given_back(journal: Journal, state: str | None, pending: int) -> None
         await journal.give_back(state, pending)
 
 
-async def _let_go(journal: Journal) -> None:
-    """Mark the run failed (resumable); a worker that lost the run, or its store, leaves it as it is."""
+async def _let_go(journal: Journal, error: BaseException) -> None:
+    """Mark the run failed (resumable) with what it failed with; a worker that lost the run, or its store, leaves
+    it as it is."""
     with contextlib.suppress(RunBusy, RunNotFound, StoreUnavailable):
-        await journal.end("failed")
+        await journal.end("failed", error=failure_text(error))
 
 
 async def recover(
@@ -266,8 +268,8 @@ async def recover(
         replayed = replay(run_id, written)
         tools = await loop.known_tools(None)
         _check_agent(agent.name, run_id, replayed, tools)
-    except BaseException:
-        await asyncio.shield(_let_go(journal))
+    except BaseException as error:
+        await asyncio.shield(_let_go(journal, error))
         raise
     try:
         run = Run(agent, replayed.messages, replayed.messages, replayed.state, output_type, replayed.principal)
@@ -282,9 +284,9 @@ async def recover(
             return await journaled(loop, run, store, None, journal)
         session = store.session(replayed.session)
         return await _on_session(loop, run, journal, store, session, replayed.session_from)
-    except BaseException:  # before the run went on (waiting for its session's lock, say): failed, resumable again
+    except BaseException as error:  # before the run went on (waiting for its session's lock, say): failed, resumable
         if journal.renewing:
-            await asyncio.shield(_let_go(journal))
+            await asyncio.shield(_let_go(journal, error))
         raise
 
 

@@ -177,6 +177,8 @@ def row(run: dict[str, Any], csrf: str = "", root: str = "") -> str:
     `python -m onion runs resume` goes on with it)."""
     run_id = escape(run["run_id"])
     status = escape(run.get("shown_status") or run["status"])
+    if run.get("error"):
+        status += f"<br><small class=error id='error-{run_id}'>{escape(run['error'])}</small>"
     resume = ""
     if run["status"] == "failed" or run.get("shown_status"):
         resume = (

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from onion import Agent, Decisions, Event, OnionError, Principal, RunFinished, RunResult, RunState, RunStateError
+from onion._durable.entries import failure_of
 from onion._principal import by_json
 from onion.errors import DecisionRefused, ForeignRun, RunBusy, RunNotFound
 from onion.scrub import scrub
@@ -112,6 +113,8 @@ async def shown(store: Store, agent: str, run_id: str, principal: Principal | No
         shown["usage"] = {
             k: v for k, v in state.usage.to_dict().items() if k in ("input_tokens", "output_tokens", "requests")
         }
+    elif record.status == "failed":
+        shown["error"] = failure_of(await store.journal(run_id))
     return shown
 
 
@@ -150,6 +153,9 @@ async def inbox_of(
         Card(summary(r), RunState.from_json(r.state or ""), tools)
         for r in waiting[(number - 1) * PER_PAGE : number * PER_PAGE]
     ]
+    for record, row in rows[:100]:
+        if record.status == "failed":
+            row["error"] = failure_of(await store.journal(record.run_id))
     inbox = Inbox(agent.name, cards, [row for _, row in rows[:100]], len(waiting), number, pages)
     inbox.filters, inbox.agents = filters, [agent.name]
     inbox.every_waiting = sum(1 for r in records if r.status == "paused" and r.state)

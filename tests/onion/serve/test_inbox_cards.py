@@ -186,6 +186,8 @@ async def test_a_failed_run_has_a_resume_button_that_goes_on_with_it() -> None:
     async with client(serve(agent)) as http:
         page = (await http.get("/")).text
         assert f"id='resume-{record.run_id}'" in page
+        assert f"id='error-{record.run_id}'>RuntimeError: the worker fell over</small>" in page
+        assert (await http.get(f"/runs/{record.run_id}")).json()["error"] == "RuntimeError: the worker fell over"
         resumed = await http.post(f"/runs/{record.run_id}/resume", data={})
         assert resumed.status_code == 303
         for _ in range(100):
