@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from .._messages import ToolRequest
@@ -29,11 +30,13 @@ def tool_request(id: str, name: str, arguments: Any) -> ToolRequest:
     if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
         return ToolRequest(id=id, name=name, args={})
     text = arguments if isinstance(arguments, str) else _dumps(arguments)
+    if json_nests_deeper(text, MAX_DEPTH):
+        return ToolRequest(id=id, name=name, args={}, raw_args=text)
     try:
         parsed = json.loads(text)
-    except (ValueError, RecursionError):
+    except ValueError:
         return ToolRequest(id=id, name=name, args={}, raw_args=text)
-    if isinstance(parsed, dict) and not (_may_nest_deeper(text, MAX_DEPTH) and _depth_exceeds(parsed, MAX_DEPTH)):
+    if isinstance(parsed, dict):
         return ToolRequest(id=id, name=name, args=parsed)
     return ToolRequest(id=id, name=name, args={}, raw_args=text)
 
@@ -45,9 +48,30 @@ def _dumps(arguments: Any) -> str:
         return repr(arguments)
 
 
-def _may_nest_deeper(text: str, limit: int) -> bool:
-    """Cheap first check: fewer brackets than `limit` cannot nest deeper than it."""
-    return text.count("[") + text.count("{") > limit
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def json_nests_deeper(text: str | bytes, limit: int) -> bool:
+    """Whether JSON `text` opens more than `limit` brackets at once, read without parsing it.
+
+    Checked before `json.loads`, never after: 50,000 brackets overflow the
+    stack in the parser, and whatever the garbage collector finalises down
+    there overflows too, as an unraisable error. Brackets inside strings do
+    not count; fewer brackets than `limit` need no reading at all.
+    """
+    if isinstance(text, bytes):
+        if text.count(b"[") + text.count(b"{") <= limit:
+            return False
+        text = text.decode("utf-8", "replace")
+    elif text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    for char in _NOT_BRACKET.sub("", _JSON_STRING.sub("", text)):
+        depth += 1 if char in "[{" else -1
+        if depth > limit:
+            return True
+    return False
 
 
 def _depth_exceeds(value: Any, limit: int) -> bool:

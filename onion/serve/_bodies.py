@@ -22,6 +22,7 @@ from onion import (
     ToolResultEvent,
 )
 from onion.errors import DecisionRefused
+from onion.providers._tool_arguments import MAX_DEPTH, json_nests_deeper
 
 MAX_BODY = 1 << 20
 
@@ -46,12 +47,12 @@ class RunRequest:
 
 def parse_json(body: bytes) -> dict[str, Any]:
     """The body as a JSON object, else a 422 saying so."""
+    if json_nests_deeper(body, MAX_DEPTH):
+        raise Problem(422, f"the body nests too deep to read (over {MAX_DEPTH} levels): send a flatter JSON object")
     try:
         data = json.loads(body or b"null")
     except ValueError as error:
         raise Problem(422, f"the body is not valid JSON ({error}): send a JSON object") from None
-    except RecursionError:
-        raise Problem(422, "the body nests too deep to read: send a flatter JSON object") from None
     if not isinstance(data, dict):
         raise Problem(422, f"the body must be a JSON object, not {type(data).__name__}")
     try:

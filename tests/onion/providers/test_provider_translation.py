@@ -309,3 +309,11 @@ def test_arguments_nested_100_levels_are_accepted_and_101_refused() -> None:
     too_deep = '{"a": ' + "[" * 100 + "]" * 100 + "}"
     assert tool_request("call_2", "add", too_deep).raw_args == too_deep
     assert tool_request("call_3", "add", json.loads(too_deep)).args == {}
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    """The depth is read from the text before parsing it: brackets in a string (escaped quotes too) are text."""
+    flat = json.dumps({"code": "[" * 500 + '\\"{' * 200, "n": [[1]]})
+    assert tool_request("call_1", "add", flat).args == json.loads(flat)
+    hidden = '{"a": "\\"", "b": ' + "[" * 100 + "]" * 100 + "}"
+    assert tool_request("call_2", "add", hidden).raw_args == hidden
