@@ -68,7 +68,7 @@ async def recover(agent: Agent[Any], run_id: str) -> str:
         raise Refused(f"no run {run_id!r} in {label(store)}: `python -m onion runs` lists them")
     if record.status == "paused":
         raise Refused(
-            f"run {run_id} is paused: decide its pending calls first (runs approve, reject or edit "
+            f"run {run_id} is paused: decide its pending calls first (runs approve, reject, edit or resolve "
             f"{run_id} ...; runs show {run_id} lists them)"
         )
     if record.status == "completed":

@@ -2,8 +2,9 @@
 
 What is printed comes from the journal (model text, tool results, session
 ids): every control character in it is escaped, so none reaches the terminal.
-The subcommands that change runs (approve, reject, edit, resume, delete,
-purge) are in `_runs_actions.py`; those that check or export journals
+The subcommands that change runs (approve, reject, edit, resolve, resume,
+delete, purge) are in `_runs_actions.py`, what their arguments mean in
+`_runs_args.py`; those that check or export journals
 (verify, export), in `_runs_audit.py`.
 """
 
@@ -12,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,11 +20,11 @@ from pathlib import Path
 from types import EllipsisType
 from typing import Any
 
-from ._durable.decisions import Decisions
 from ._durable.replay import replay
 from ._durable.state import RunState
 from ._messages import Message
 from ._principal import DecisionRecord, Principal
+from ._runs_args import arguments_json, decisions_of, duration
 from .errors import OnionError
 from .stores import RedisStore, RunRecord, SQLiteStore, Store
 
@@ -233,7 +233,7 @@ def label(where: Where) -> str:
 
 # -- the command line ------------------------------------------------------------------------------------------------
 
-DECIDING = ("approve", "reject", "edit", "resume")
+DECIDING = ("approve", "reject", "edit", "resolve", "resume")
 
 
 def add_parser(commands: Any) -> None:
@@ -255,7 +255,11 @@ def add_parser(commands: Any) -> None:
     edit.add_argument("run_id")
     edit.add_argument("call", metavar="CALL")
     edit.add_argument("--args", required=True, type=arguments_json, help="the arguments, a JSON object")
-    for parser in (reject, edit):
+    resolve = actions.add_parser("resolve", help="record what a call that may have run did, as you checked it")
+    resolve.add_argument("run_id")
+    resolve.add_argument("call", metavar="CALL")
+    resolve.add_argument("--result", required=True, help="what the call did: the model reads it as its result")
+    for parser in (reject, edit, resolve):
         parser.add_argument("--approve-rest", action="store_true", help="approve the other pending calls")
     resume = actions.add_parser("resume", help="go on with a run that failed or whose worker died")
     resume.add_argument("run_id")
@@ -283,38 +287,8 @@ def add_parser(commands: Any) -> None:
         store_options(parser, argparse.SUPPRESS)
         if name in DECIDING:
             parser.add_argument("--agent", required=True, help="the agent that runs it: module:attribute")
-        if name in DECIDING[:3]:
+        if name in DECIDING[:4]:
             parser.add_argument("--as", dest="by", metavar="NAME", help="who decides, on record (default: your login)")
-
-
-def decisions_of(arguments: argparse.Namespace) -> Decisions:
-    """What `runs approve` / `reject` / `edit` decide: `approve` naming no call approves every one."""
-    action, rest = arguments.action, getattr(arguments, "approve_rest", False)
-    if action == "approve":
-        return Decisions(arguments.calls, approve_rest=rest or not arguments.calls)
-    if action == "reject":
-        return Decisions(reject=dict.fromkeys(arguments.calls, arguments.reason), approve_rest=rest)
-    return Decisions(edit={arguments.call: arguments.args}, approve_rest=rest)
-
-
-def duration(text: str) -> float:
-    """`7d`, `12h`, `30m`, `45s` (or a number of seconds) in seconds; an error saying how to write one."""
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhdw]?)", text.strip())
-    if match is None:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number and a unit, e.g. 7d, 12h, 30m or 45s")
-    return float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[match[2]]
-
-
-def arguments_json(text: str) -> dict[str, Any]:
-    """`--args`: a JSON object of the call's arguments."""
-    try:
-        value = json.loads(text)
-    except ValueError as error:
-        example = '\'{"path": "a.txt"}\''
-        raise argparse.ArgumentTypeError(f"not JSON ({error}): give an object, e.g. {example}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"give a JSON object of the call's arguments, not {type(value).__name__}")
-    return value
 
 
 def store_options(parser: argparse.ArgumentParser, default: Any) -> None:

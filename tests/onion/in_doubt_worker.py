@@ -2,12 +2,14 @@
 
 `python in_doubt_worker.py STORE NAMESPACE EFFECTS`: STORE is a Redis URL or a SQLite file's path. The run asks
 for `refund`, a tool with `in_doubt="ask"` that writes `refund RUN_ID KEY` to EFFECTS (the payment API's log: what
-it did, under which idempotency key) and then hangs until it is killed.
+it did, under which idempotency key) and then hangs until it is killed. `agent` is the same agent, its refund not
+hanging, writing to the file $EFFECTS names: `python -m onion runs ... --agent in_doubt_worker:agent` decides.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from pathlib import Path
@@ -51,6 +53,8 @@ async def main(where: str, namespace: str, effects: Path) -> None:
     agent = Agent(FunctionModel(answer), tools=[refund_tool(effects, hang=True)], store=store, lease=LEASE)
     await agent.run("refund o-1")
 
+
+agent = Agent(FunctionModel(answer), tools=[refund_tool(Path(os.environ.get("EFFECTS", "payments.log")), hang=False)])
 
 if __name__ == "__main__":
     asyncio.run(main(sys.argv[1], sys.argv[2], Path(sys.argv[3])))

@@ -82,3 +82,39 @@ def test_a_refund_in_doubt_after_sigkill_waits_for_a_person_and_each_decision_do
     else:
         assert output == "read: refunded o-1 at 10:02 (checked)" and lines == [first]
     assert key.startswith("onion-")
+
+
+def test_an_operator_resolves_a_refund_in_doubt_from_the_command_line(forker: Forker, tmp_path: Path) -> None:
+    """`runs resume` brings the killed run to its in-doubt call, `runs show` says it may have run, `runs resolve
+    RUN CALL --result TEXT` records what the operator checked: the model reads it, the refund never runs again."""
+    where, effects = str(tmp_path / "onion.db"), tmp_path / "payments.log"
+    (first,) = killed_inside_the_refund(forker, where, "onion", effects)
+    run_id = first.split()[1]
+    env = {**os.environ, "PYTHONPATH": str(WORKER.parent), "EFFECTS": str(effects)}
+
+    def runs(*args: str) -> tuple[int, str, str]:
+        process = forker.popen("-m", "onion", "runs", *args, "--db", where, env=env, cwd=tmp_path)
+        out, err = process.communicate(timeout=60)
+        return process.returncode, out, err
+
+    code, out, err = runs("resume", run_id, "--agent", "in_doubt_worker:agent")
+    assert code == 0 and f"run {run_id} paused again: " in out and " refund wait for a decision" in out, err
+    call_id = out.split("paused again: ")[1].split()[0]
+    code, out, err = runs("show", run_id)
+    assert code == 0 and f'{call_id}  refund("order": "o-1")  may have run' in out, err
+    code, out, err = runs(
+        "resolve",
+        run_id,
+        call_id,
+        "--result",
+        "refunded o-1 (dashboard)",
+        "--agent",
+        "in_doubt_worker:agent",
+        "--as",
+        "ana",
+    )
+    assert (code, out) == (0, f"run {run_id} completed: read: refunded o-1 (dashboard)\n"), err
+    assert effects.read_text().splitlines() == [first]
+    code, out, err = runs("export", run_id)
+    decided = [line for line in out.splitlines() if '"resolved"' in line]
+    assert code == 0 and len(decided) == 1 and '"ana"' in decided[0] and "refunded o-1 (dashboard)" in decided[0]
