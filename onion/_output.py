@@ -80,7 +80,7 @@ class OutputSchema:
         if not self.wrapped:
             return self.adapter.validate_json(text)
         try:
-            value = json.loads(text)
+            value = pydantic_core.from_json(text)  # nesting past its limit is a ValueError, not RecursionError
         except ValueError:
             return self.adapter.validate_json(text)  # raises pydantic's "Invalid JSON" error
         if isinstance(value, dict) and value.keys() == {WRAPPER}:

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+import pydantic_core
+
 from onion import Message, RunState, untrusted_sources
 from onion.scrub import SECRET_NAME, SECRETS, scrub
 
@@ -362,7 +364,7 @@ def merged(call_id: str, args: dict[str, Any], fields: dict[str, str]) -> dict[s
             edited[arg] = given
             continue
         try:
-            edited[arg] = json.loads(given)
+            edited[arg] = pydantic_core.from_json(given)  # too deep is a ValueError too, never a RecursionError
         except ValueError:
             raise FormProblem(
                 f"The field {arg} of {call_id} is not a value this page can read: write a number, true or false, "

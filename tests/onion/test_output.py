@@ -89,6 +89,18 @@ async def test_an_invalid_answer_is_fed_back_with_the_errors_and_the_next_answer
     assert [m.role for m in result.messages] == ["user", "assistant", "user", "assistant"]
 
 
+@pytest.mark.parametrize("output_type", [City, list[list[int]]])
+async def test_an_answer_nested_50000_levels_deep_is_fed_back_like_any_invalid_one(output_type: Any) -> None:
+    """Too deep to parse is pydantic's "recursion limit exceeded", fed back; never a `RecursionError` ending the run
+    (a wrapped type, `list[...]`, is read as `{"response": ...}` first)."""
+    deep = '{"response": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    fixed = City(name="Paris", population=1) if output_type is City else '{"response": [[1]]}'
+    model = ScriptedModel([deep, fixed])
+    result = await Agent(model, output_type=output_type).run("answer")
+    assert result.output == (fixed if output_type is City else [[1]])
+    assert "recursion limit exceeded" in model.requests[1].messages[-1].text
+
+
 async def test_after_output_retries_the_run_raises_output_validation_error_with_errors_and_text() -> None:
     model = ScriptedModel(["not json", '{"name": 1}', '{"name": "Paris"}'])
     with pytest.raises(OutputValidationError) as raised:

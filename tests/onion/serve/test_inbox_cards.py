@@ -314,3 +314,23 @@ async def test_a_webhook_that_hangs_keeps_to_threads_of_its_own() -> None:
     finally:
         silent.close()
     await asyncio.gather(*tasks)
+
+
+@tool
+def tag(labels: list[str]) -> str:
+    """Tag the ticket."""
+    return f"tagged {labels}"
+
+
+async def test_an_edited_field_nested_50000_levels_deep_is_named_and_nothing_runs() -> None:
+    """A value the page cannot read (JSON too deep to parse) is a 422 naming the field; the run still waits."""
+    store = MemoryStore()
+    agent = Agent(ScriptedModel([[call("tag", labels=["a"])], "done"]), tools=[tag], store=store).use(approve("tag"))
+    paused = await agent.run("tag it")
+    (pending,) = paused.pending
+    form = {f"decision:{pending.id}": "edit", f"field:{pending.id}:labels": "[" * 50_000 + "]" * 50_000}
+    async with client(serve(agent)) as http:
+        answer = await http.post(f"/runs/{paused.run_id}/decisions", data=form)
+    assert answer.status_code == 422 and f"The field labels of {pending.id} is not a value" in text(answer.text)
+    record = await store.run_record(paused.run_id)
+    assert record is not None and record.status == "paused"
