@@ -10,7 +10,9 @@ budget 1 per model call, none more than rate_limit's when it sits outside it). T
 model call) through `rate_limit` + `cache` + the journal, all on one
 `RedisStore`, against the same on `MemoryStore`s. It needs a `redis-server`
 on PATH (started on a free port, stopped after); without one the section is
-skipped.
+skipped. The follow row: a server process following a run another one streams, the milliseconds from an
+event kept to the follower reading it, Redis telling the follower (`wait_events`) against reading the stream
+every `POLL` seconds (as every follower did before, and as SQLite's still do).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 from middleware import budget, cache, concurrency, rate_limit
 from onion import Agent, ModelCall, ModelResponse, Usage
 from onion.stores import MemoryStore, RedisStore
+from onion.stores._events import POLL, wait_for_events
 from onion.testing import RedisServer
 
 from .durable import LATENCY, CallsModel
@@ -137,6 +140,36 @@ async def throughput(url: str, runs: int, rounds: int) -> dict[str, float]:
     return {name: sorted(values)[len(values) // 2] for name, values in walls.items()}
 
 
+class Polled:
+    """The follower's store without `wait_events`: read again every `POLL` seconds."""
+
+    def __init__(self, store: RedisStore) -> None:
+        self.read_events = store.read_events
+
+
+async def read_next(follower: Any, run_id: str, after: int) -> float:
+    """Wait for the run's event after `after` as a server's follower does; the moment it was read."""
+    while not (await follower.read_events(run_id, after))[0]:
+        await wait_for_events(follower, run_id, after, 5.0)
+    return time.perf_counter()
+
+
+async def follow_delays(url: str, events: int) -> dict[str, float]:
+    """Median milliseconds from an event kept by one store to a follower on another reading it."""
+    namespace = f"bench-{uuid.uuid4().hex[:8]}"
+    delays: dict[str, list[float]] = {"told": [], "polled": []}
+    async with RedisStore(url, namespace=namespace) as writer, RedisStore(url, namespace=namespace) as reader:
+        followers: dict[str, Any] = {"told": reader, "polled": Polled(reader)}
+        for number in range(1, events + 1):
+            for name, follower in followers.items():
+                following = asyncio.create_task(read_next(follower, f"run-{name}", number - 1))
+                await asyncio.sleep(POLL * (number % 7) / 7)  # the event comes at any point of a poll's wait
+                kept = time.perf_counter()
+                await writer.add_events(f"run-{name}", [(number, "x")], ended=False, keep=60)
+                delays[name].append(await following - kept)
+    return {name: sorted(values)[len(values) // 2] * 1000 for name, values in delays.items()}
+
+
 def rows(scale: Scale) -> list[Row]:
     try:
         server = RedisServer()
@@ -146,6 +179,7 @@ def rows(scale: Scale) -> list[Row]:
     with server:
         trips = asyncio.run(count(server.url))
         walls = asyncio.run(throughput(server.url, runs, rounds=3 if scale.rounds > 2 else 1))
+        follow = asyncio.run(follow_delays(server.url, 60 if scale.rounds > 2 else 21))
     journal = {calls: trips[f"journal {calls}"] for calls in (0, 1, 3)}
 
     def aim(name: str, value: float, target: float, what: str) -> Row:
@@ -174,6 +208,15 @@ def rows(scale: Scale) -> list[Row]:
             runs / walls["memory"],
             "memory stores",
             aim=-0.7,
+        ),
+        Row(
+            SECTION,
+            "a follower on another process: ms from an event kept to its reading it",
+            follow["told"],
+            "ms",
+            follow["polled"],
+            f"reading every {POLL * 1000:.0f} ms",
+            aim=0.25,
         ),
     ]
 

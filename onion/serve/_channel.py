@@ -23,10 +23,9 @@ from typing import Any
 from onion import Run, RunNext, RunResult
 from onion.scrub import scrub
 from onion.stores import EventStore
+from onion.stores._events import wait_for_events
 
 HEARTBEAT = b": heartbeat\n\n"
-POLL = 0.05
-"""Seconds between reads of the store by a follower of a run another process streams."""
 RUNNING_KEEP = 86400.0
 """Seconds the store keeps a running run's events after the last (`keep` once its stream ended): a silent tool
 may run longer than `keep`, and a stream whose process died goes in a day."""
@@ -192,7 +191,7 @@ class Channels:
         deadline = loop.time() + STORE_WAIT
         last, ended = await self.store.last_event(run_id)
         while not ended and loop.time() < deadline:
-            await asyncio.sleep(POLL)
+            await wait_for_events(self.store, run_id, last, deadline - loop.time())
             last, ended = await self.store.last_event(run_id)
         channel.first = max(channel.first, last)
 
@@ -235,15 +234,16 @@ async def read_stored(
     deadline = loop.time() + STORE_WAIT
     events, ended = await store.read_events(run_id, after, limit=1)
     while ended is None and running and loop.time() < deadline:
-        await asyncio.sleep(POLL)
+        await wait_for_events(store, run_id, after, deadline - loop.time())
         events, ended = await store.read_events(run_id, after, limit=1)
     return events, ended
 
 
 async def follow_stored(store: EventStore, run_id: str, after: int, heartbeat: float) -> AsyncIterator[bytes]:
-    """The run's events in the store numbered above `after` to the end of their stream, read as they come (every
-    `POLL` seconds); heartbeats in between."""
-    quiet = 0.0
+    """The run's events in the store numbered above `after` to the end of their stream, read as they come (the
+    store says when: `wait_for_events`); heartbeats in between."""
+    loop = asyncio.get_running_loop()
+    quiet = loop.time()
     while True:
         events, ended = await store.read_events(run_id, after)
         for number, text in events:
@@ -251,14 +251,14 @@ async def follow_stored(store: EventStore, run_id: str, after: int, heartbeat: f
             after = number
         if ended is not False:  # ended, or forgotten meanwhile
             return
+        now = loop.time()
         if events:
-            quiet = 0.0
+            quiet = now
             continue
-        await asyncio.sleep(POLL)
-        quiet += POLL
-        if quiet >= heartbeat:
-            quiet = 0.0
+        if now - quiet >= heartbeat:
+            quiet = now
             yield HEARTBEAT
+        await wait_for_events(store, run_id, after, quiet + heartbeat - now)
 
 
 current: ContextVar[tuple[Channels, Channel] | None] = ContextVar("onion_serve_channel", default=None)

@@ -5,15 +5,23 @@ paused, then its resume's). Each stream ends with an end mark after its last
 event, so a reader knows when a stream is over. `SQLiteStore` keeps them in a
 table (the processes of one machine), `RedisStore` in a Redis stream per run
 (every machine); `MemoryStore` has none: its server process is the only one.
+
+A follower waits for a run's next event with `wait_for_events`: on
+`RedisStore` Redis says when it comes (`wait_events`, one blocking read per
+process for every run followed); a store without `wait_events` is read
+again every `POLL` seconds.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 Events = list[tuple[int, str]]
 """`(number, text)` of each event, in order."""
+POLL = 0.05
+"""Seconds between reads of a store that cannot say when a run's next event comes."""
 
 
 @runtime_checkable
@@ -37,6 +45,17 @@ class EventStore(Protocol):
     async def last_event(self, run_id: str) -> tuple[int, bool]:
         """The number of the run's last event kept and whether its stream has ended (0 and True: none kept)."""
         ...
+
+
+async def wait_for_events(store: EventStore, run_id: str, after: int, timeout: float) -> None:
+    """Return once the store may hold something of the run's after event `after` (an event, its stream's end,
+    the run's first event when `after` is 0), or `timeout` seconds later: the store's `wait_events(run_id, after,
+    timeout)` if it has one, else `POLL` seconds (at most `timeout`). Read the store to know what came."""
+    wait: Any = getattr(store, "wait_events", None)
+    if wait is None:
+        await asyncio.sleep(max(0.0, min(timeout, POLL)))
+    else:
+        await wait(run_id, after, max(0.0, timeout))
 
 
 def up_to_end(kept: Iterable[tuple[int, str | None]], limit: int) -> tuple[Events, bool]:

@@ -12,7 +12,7 @@ from types import EllipsisType
 from typing import Any
 
 from ..errors import RunBusy, StoreUnavailable
-from ._events import Events, up_to_end
+from ._events import POLL, Events, up_to_end
 from ._load import StateLoader
 from ._protocols import RunRecord, RunStatus, SessionTurn
 from ._redis_link import RedisLink, safe_url
@@ -331,6 +331,16 @@ class RedisStore(RedisLink, StateLoader, SessionOpener):
             return [], None
         kept = ((int(at.partition("-")[0]), text if name == "e" else None) for at, (name, text) in entries)
         return up_to_end(kept, limit)
+
+    async def wait_events(self, run_id: str, after: int, timeout: float) -> None:
+        """Return once the run's stream holds an entry after event `after` (an event or its stream's end mark), or
+        `timeout` seconds later: one blocking read per event loop, on a connection of its own, for every run
+        followed (`XREAD BLOCK`)."""
+        watcher = self._watcher(self._prefix)
+        if watcher is None:
+            await asyncio.sleep(min(timeout, POLL))
+        else:
+            await watcher.wait(self._key("events", run_id), f"{after}-0", timeout)
 
     async def last_event(self, run_id: str) -> tuple[int, bool]:
         doing = f"reading run {run_id!r}'s last event"

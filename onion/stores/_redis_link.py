@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import weakref
 from collections.abc import Callable
@@ -11,7 +12,9 @@ from urllib.parse import unquote, urlsplit
 
 from ..errors import StoreUnavailable
 from . import _redis_scripts as scripts
+from ._events import POLL
 from ._redis_batcher import Batcher, redis_errors
+from ._redis_watch import Watcher
 
 logger = logging.getLogger("onion.stores")
 
@@ -38,6 +41,7 @@ class RedisLink:
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
         self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Batcher] = weakref.WeakKeyDictionary()
         self._batcher: Batcher | None = None  # the last one used: most stores serve one loop
+        self._watchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Watcher] = weakref.WeakKeyDictionary()
         self._scripts: dict[str, str] = {}
         self._failing: set[str] = set()
 
@@ -54,6 +58,20 @@ class RedisLink:
                 connect_timeout=self.connect_timeout,
             )
         return client
+
+    def _watcher(self, prefix: str) -> Watcher | None:
+        """This loop's watcher of event streams (`None` with a `client` given: its connections are the caller's)."""
+        if self._given is not None:
+            return None
+        loop = asyncio.get_running_loop()
+        watcher = self._watchers.get(loop)
+        if watcher is None:
+            block = min(5.0, self.timeout / 2)  # a read that blocks must end before its socket's timeout
+            watching = functools.partial(
+                connect, self.url, max_connections=1, timeout=self.timeout, connect_timeout=self.connect_timeout
+            )
+            watcher = self._watchers[loop] = Watcher(watching, self._send, prefix, block=block, poll=POLL)
+        return watcher
 
     def _now(self) -> float:
         """The time the scripts take: the store's clock, or -1 for the Redis server's."""
@@ -110,6 +128,10 @@ class RedisLink:
     async def aclose(self) -> None:
         """Close this store's connections (in every event loop still running)."""
         clients = [self._given] if self._given is not None else list(self._clients.values())
+        watchers = list(self._watchers.values())
+        self._watchers.clear()
+        for watcher in watchers:
+            await watcher.aclose()
         self._clients.clear()
         self._batchers.clear()
         self._batcher = None

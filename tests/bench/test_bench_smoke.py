@@ -55,7 +55,13 @@ def test_bench_prints_one_table_with_every_expected_row() -> None:
         "import": ["import onion", "import middleware"],
     }
     if not any("skipped: no redis-server" in line for line in rows["redis"]):
-        expected["redis"] = ["rate_limit", "cache, per model call that misses", "journal, +1", "concurrent runs"]
+        expected["redis"] = [
+            "rate_limit",
+            "cache, per model call that misses",
+            "journal, +1",
+            "concurrent runs",
+            "a follower on another process",
+        ]
     for section, names in expected.items():
         for name in names:
             assert any(name in line for line in rows[section]), f"no {section} row with {name!r}"
