@@ -10,6 +10,7 @@ is then contained (fail closed).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,15 +33,26 @@ class Plan:
 
 
 async def plan_for(
-    run: Run, planner: Model | Agent[Any], messages: Sequence[Message], first_untrusted: int, tools: Sequence[Tool]
-) -> list[str]:
+    run: Run,
+    planner: Model | Agent[Any],
+    messages: Sequence[Message],
+    first_untrusted: int,
+    tools: Sequence[Tool],
+    *,
+    own_from: int = 0,
+) -> tuple[list[str], str | None]:
     """The plan's tool names, asked of `planner` (a model, or an agent of the caller's: under Temporal, one the
-    plugin knows) with `messages` before `first_untrusted` in view (usage added to the run's); `[]` when the call
-    fails."""
+    plugin knows) with `messages` before `first_untrusted` in view (usage added to the run's), and None; `[]` and
+    what failed when the call fails. A run on a session whose history held untrusted content before the run's own
+    messages (from `own_from`) is planned with its own request in view too: its trusted messages up to its first
+    model turn (what the model said after untrusted content, earlier, stays out of view)."""
     cut = first_untrusted
     while cut > 0 and messages[cut - 1].role != "assistant":
         cut -= 1
     trusted = [m for m in messages[: cut - 1 if cut else first_untrusted] if not m.untrusted]
+    if own_from > first_untrusted:
+        request = itertools.takewhile(lambda m: m.role != "assistant", messages[own_from:])
+        trusted += [m for m in request if not m.untrusted and m.role != "tool"]
     offered = {tool.name: tool for tool in tools}
     listing = "\n".join(
         f"- {name}: {(tool.description or '').splitlines()[0] if tool.description else ''}"
@@ -58,7 +70,7 @@ async def plan_for(
         if type(error).__name__ == "NotDeterministic":  # on Temporal, a planner no worker has activities for
             raise
         note(f"contain: the plan call failed ({type(error).__name__}): every sensitive call is contained")
-        return []
+        return [], f"{type(error).__name__}: {str(error)[:120]}"
     run.usage.add(result.usage)
     plan: Plan = result.output
-    return [name for name in dict.fromkeys(plan.tools) if name in offered]
+    return [name for name in dict.fromkeys(plan.tools) if name in offered], None

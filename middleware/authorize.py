@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal, Never
 from onion import Principal, ToolCall, ToolNext, ToolResult
 from onion.tracing import note
 
-from ._decisions import decided
+from ._decisions import approved_here, ask, decided
 from ._tool_matcher import Matcher, ToolMatcher, describe
 
 __all__ = ["Allow", "Ask", "Deny", "Rule", "authorize"]
@@ -28,6 +28,8 @@ _Plan = tuple[_Step, ...]
 """The rules to read for one tool name and principal, in order."""
 _CONDITIONS = ("roles", "tenants", "args")
 _MEMO_SIZE = 1024
+KEY = "authorize"
+"""This layer's key in `run.private`: `{"asked": [...]}`, the calls an `Ask` rule paused (their idempotency keys)."""
 _DONE = {"allow": "allowed", "deny": "denied", "ask": "asked"}
 
 
@@ -140,7 +142,9 @@ class Ask(Rule):
     """Pause the tool calls this rule matches for a person; a call they approved runs.
 
     `reason` is what the person reads (`PendingCall.reason`; by default
-    "<tool> needs approval").
+    "<tool> needs approval"). Only an approval of this pause counts: a call
+    a person approved when another layer paused it (they read that layer's
+    reason, not this one) is paused again, with this reason.
     """
 
     __slots__ = ()
@@ -239,8 +243,8 @@ class authorize:
         if verdict == "deny":
             return self._told(call, decision, call.block(reason or f"no rule of the policy allows {call.name}"))
         if verdict == "ask":
-            if not call.approved and call.tool is not None:
-                return self._told(call, decision, call.pause(reason or f"{call.name} needs approval"))
+            if call.tool is not None and not approved_here(call, KEY):  # approved for another layer: not seen
+                return self._told(call, decision, ask(call, KEY, reason or f"{call.name} needs approval"))
             decision = ("approved, " if call.approved else "unknown tool, ") + decision
         note(decision)
         decided(call, decision)

@@ -22,9 +22,9 @@ from onion import (
 )
 from onion.tracing import note
 
-from ._decisions import decided
+from ._decisions import approved_here, ask, decided
 from ._plan import plan_for
-from ._provenance import Finding, Provenance
+from ._provenance import Finding, Provenance, leaves
 from ._quarantine import read_quarantined
 from ._tool_matcher import Matcher, ToolMatcher
 
@@ -77,8 +77,19 @@ class contain:
         quarantine: Mapping[str, Any] | None = None,
         reader: Model | Agent[Any] | None = None,
     ) -> None:
+        if isinstance(sensitive, str) and sensitive in ACTIONS:
+            raise TypeError(
+                f"contain: {sensitive!r} names the tools to contain; the action is a keyword: "
+                f"contain(action={sensitive!r})"
+            )
         if action not in ACTIONS:
             raise ValueError(f"contain: action must be 'pause' or 'block', got {action!r}")
+        if not (isinstance(plan, bool | Agent) or callable(getattr(plan, "request", None))):
+            raise TypeError(f"contain: plan= takes True, False, a Model or an Agent, got {plan!r}")
+        if quarantine is not None and not isinstance(quarantine, Mapping):
+            raise TypeError(f"contain: quarantine= takes {{tool name: schema}}, got {quarantine!r}")
+        for tool_name, schema in (quarantine or {}).items():
+            _check_schema(tool_name, schema)
         if reader is not None and not quarantine:
             raise ValueError(
                 "contain: reader= reads quarantined results; name the tools with quarantine={tool: schema}"
@@ -101,8 +112,13 @@ class contain:
         provenance = self._provenance(run, private)
         if provenance.first_untrusted is not None:
             model: Any = call.model if self.planner is True else self.planner
-            plan = await plan_for(run, model, run.messages, provenance.first_untrusted, call.tools)
-            run.private.setdefault(KEY, {"vouched": []})["plan"] = plan
+            plan, failure = await plan_for(
+                run, model, run.messages, provenance.first_untrusted, call.tools, own_from=run.session_from
+            )
+            kept = run.private.setdefault(KEY, {"vouched": []})
+            kept["plan"] = plan
+            if failure is not None:
+                kept["plan_failed"] = failure
             note(f"contain: the plan made before untrusted content: {', '.join(plan) or 'no tool'}")
         return await call_next(call)
 
@@ -148,7 +164,7 @@ class contain:
                 f"allowed after untrusted content: its argument {finding.argument} carries {_short(finding.piece)}, "
                 "from a source the user named, under a name the user gave it",
             )
-        if call.approved:
+        if self.action == "pause" and approved_here(call, KEY):  # approved for another layer: not this reason
             kept = run.private.setdefault(KEY, {"vouched": []})
             if finding is not None and finding.piece not in kept["vouched"]:
                 kept["vouched"].append(finding.piece)
@@ -156,12 +172,15 @@ class contain:
                 kept["plan"].append(call.name)
             what = f"it carries {finding.piece!r}" if finding is not None else "it was not asked for"
             return await _let_through(call, call_next, f"approved by a person, though {what}")
-        reason = contained_reason(call, finding, plan, untrusted_sources(run.messages))
+        findings = [] if finding is None else _all_carried(provenance, call.args, finding)
+        failed = private.get("plan_failed") if private is not None else None
+        reason = contained_reason(call, findings, plan, untrusted_sources(run.messages), failed)
         text = f"contained ({'paused' if self.action == 'pause' else 'blocked'}): {reason}"
         note(text)
         decided(call, text)
         if self.action == "pause":
-            return call.pause(reason)
+            run.private.setdefault(KEY, {"vouched": []})
+            return ask(call, KEY, reason)
         blocked = call.block(f"{reason}. Ask the user to confirm it in their own words, or do without it")
         blocked.untrusted = True  # it quotes untrusted content: never trusted text a later call could lean on
         return blocked
@@ -174,7 +193,7 @@ class contain:
         if private is None:
             provenance.update(run.messages)
         else:
-            provenance.update(run.messages, private["vouched"], private.get("served", ()))
+            provenance.update(run.messages, private.get("vouched", ()), private.get("served", ()))
         return provenance
 
     def __repr__(self) -> str:
@@ -188,19 +207,65 @@ async def _let_through(call: ToolCall, call_next: ToolNext, text: str) -> ToolRe
 
 
 def contained_reason(
-    call: ToolCall, finding: Finding | None, plan: list[str] | None, sources: list[UntrustedSource]
+    call: ToolCall,
+    findings: list[tuple[Finding, str]],
+    plan: list[str] | None,
+    sources: list[UntrustedSource],
+    plan_failed: str | None = None,
 ) -> str:
-    """Why `call` is contained: the untrusted source it follows (tool, call id, first words) and what it carries,
-    or that the plan made before that content did not ask for it."""
-    at = finding.source if finding is not None else None
+    """Why `call` is contained: the untrusted source it follows (tool, call id, first words) and what it carries
+    (each argument carrying a piece, the piece as the argument writes it), or that the plan made before that
+    content did not ask for it (or could not be made)."""
+    at = findings[0][0].source if findings else None
     source = next((s for s in sources if s.index == at), sources[0] if sources else None)
     more = len(sources) - 1
     also = f" (and {more} more untrusted result{'s' if more != 1 else ''})" if more > 0 else ""
-    if finding is not None:
-        why = f"its argument {finding.argument} carries {_short(finding.piece)}, found only there"
+    if findings:
+        carried = " and ".join(f"{finding.argument} carries {_short(written)}" for finding, written in findings)
+        why = f"its argument {carried}, found only there"
+    elif plan_failed is not None:
+        why = f"it was not asked for before that content arrived (the plan could not be made: {plan_failed})"
     else:
         why = f"it was not asked for before that content arrived (the plan then: {', '.join(plan or []) or 'none'})"
     return f"{call.name} follows untrusted content from {source}{also}; {why}"
+
+
+def _all_carried(provenance: Provenance, args: dict[str, Any], first: Finding) -> list[tuple[Finding, str]]:
+    """`first` and a piece from each other argument that carries one (three at most), as the arguments write
+    them: what a person deciding the call needs to see, not only the first piece found."""
+    found = [first]
+    for name, value in args.items():
+        if len(found) == 3:
+            break
+        if name != first.argument.partition(".")[0].partition("[")[0]:
+            more = provenance.finding({name: value})
+            if more is not None and not more.delegated:
+                found.append(more)
+    return [(finding, _as_written(args, finding)) for finding in found]
+
+
+def _as_written(args: dict[str, Any], finding: Finding) -> str:
+    """`finding.piece` (case-folded) as the argument holding it writes it."""
+    for path, value in leaves(args, ""):
+        if path == finding.argument:
+            folded = value.casefold()
+            at = folded.find(finding.piece)
+            if at >= 0 and len(folded) == len(value):
+                return value[at : at + len(finding.piece)]
+    return finding.piece
+
+
+def _check_schema(tool: str, schema: Any) -> None:
+    """A quarantine schema pydantic can validate an answer against, or a `TypeError` naming the tool."""
+    import pydantic
+
+    try:
+        pydantic.TypeAdapter(schema)
+    except Exception as error:
+        raise TypeError(
+            f"contain: quarantine={{{tool!r}: {schema!r}}} is no schema pydantic can read ({type(error).__name__}): "
+            "give a type, such as a pydantic model or a dataclass"
+        ) from None
 
 
 def _short(piece: str, limit: int = 60) -> str:

@@ -18,6 +18,7 @@ from ._loop import Loop, first_messages
 from ._messages import Message
 from ._model import resolve_model
 from ._output import output_schema
+from ._principal import checked
 from ._run import OutputT, Run, RunResult
 from ._stack import Stack, check_model, checked_by_default, profiling
 from ._streaming import EventStream
@@ -220,7 +221,7 @@ class Agent(Generic[OutputT]):
         interrupted (an idempotent tool's runs again). `RunBusy`: another worker holds it, or it ended;
         `ForeignRun`: it is another agent's, or another tenant's than `principal`'s.
         """
-        return await self._recover(run_id, output_type, None, principal)
+        return await self._recover(run_id, output_type, None, checked(principal))
 
     async def _recover(
         self, run_id: str, output_type: Any, emit: Callable[[Event], None] | None, by: Principal | None
@@ -285,6 +286,7 @@ class Agent(Generic[OutputT]):
         emit: Callable[[Event], None] | None,
         by: Principal | None,
     ) -> RunResult[Any]:
+        by = checked(by)
         if isinstance(state, str):
             if state.lstrip().startswith("{"):
                 raise TypeError("resume() takes a RunState or a run id: load JSON text with RunState.from_json(text)")
@@ -304,7 +306,7 @@ class Agent(Generic[OutputT]):
         `DecisionRefused` (its `why` names the check: not paused, a call not pending or decided twice, one left
         undecided, an edit the tool refuses).
         """
-        return await decide(self._compiled(), run_id, decisions, principal=principal)
+        return await decide(self._compiled(), run_id, decisions, principal=checked(principal))
 
     @overload
     def resume_sync(

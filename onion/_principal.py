@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -38,6 +39,12 @@ class Principal:
         if not isinstance(self.attrs, Mapping):
             raise ValueError(f"Principal {self.id!r}: attrs must be a mapping, got {type(self.attrs).__name__}")
         object.__setattr__(self, "attrs", dict(self.attrs))
+        try:
+            json.dumps(self.attrs)
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                f"Principal {self.id!r}: attrs must be JSON data (it is journaled and kept in a RunState): {error}"
+            ) from None
 
     def to_dict(self) -> dict[str, Any]:
         """The principal as JSON data: `{"id", "tenant", "roles" (sorted), "attrs"}`."""
@@ -66,7 +73,8 @@ class DecisionRecord:
     """One decision on a paused call, on record: who (`by`, or None), when (`at`, UTC ISO 8601), what.
 
     `args` are an edit's arguments, `reason` a rejection's, `result` what a person recorded for a call that may
-    have run (`RunState.resolve`).
+    have run (`RunState.resolve`); `asked` the reason the call waited with (`PendingCall.reason`): what the
+    person deciding was told.
     """
 
     call_id: str
@@ -76,6 +84,7 @@ class DecisionRecord:
     args: dict[str, Any] | None = None
     reason: str | None = None
     result: str | None = None
+    asked: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON data; `by` is the principal's `{"id", "tenant"}` (its roles and attrs are not a decision's)."""
@@ -91,6 +100,8 @@ class DecisionRecord:
             data["reason"] = self.reason
         if self.result is not None:
             data["result"] = self.result
+        if self.asked is not None:
+            data["asked"] = self.asked
         return data
 
     @classmethod
@@ -107,7 +118,18 @@ class DecisionRecord:
             data.get("args"),
             data.get("reason"),
             data.get("result"),
+            data.get("asked"),
         )
+
+
+def checked(principal: object) -> Principal | None:
+    """`principal` when it is a `Principal` or None, else a `TypeError` saying what `principal=` takes."""
+    if principal is None or isinstance(principal, Principal):
+        return principal
+    raise TypeError(
+        f"principal= takes an onion.Principal (Principal('u-42', tenant='acme')) or None, not "
+        f"{type(principal).__name__} {principal!r:.60}"
+    )
 
 
 def by_json(principal: Principal | None) -> dict[str, Any] | None:

@@ -17,7 +17,7 @@ from ._durable.state import PausedBatch, Pending, PendingCall, RunState, plain_s
 from ._durable.trust import sign, signing_keys
 from ._messages import Message, Usage
 from ._output import OutputSchema, output_schema
-from ._principal import DecisionRecord, Principal
+from ._principal import DecisionRecord, Principal, checked
 from .errors import RunStateError
 from .types import AgentLike, JournalLike
 
@@ -89,7 +89,7 @@ class Run(Call):
         principal: Principal | None = None,
     ) -> None:
         self.agent = agent
-        self._principal = principal
+        self._principal = checked(principal)
         self.input = input
         self.messages = messages
         self._state = state

@@ -144,13 +144,15 @@ def _who(principal: Principal | None, *, roles: bool = False) -> str:
 
 
 def _decision(record: DecisionRecord) -> str:
-    """One decision on record: the call, what, who and when; an edit's arguments or a rejection's reason last,
-    cut at 200 characters after redacting."""
+    """One decision on record: the call, what, who and when; an edit's arguments or a rejection's reason, then
+    what the person was told, last, each cut at 200 characters after redacting."""
     line = f"{record.call_id}  {record.decision}  by {_who(record.by)}  at {record.at}"
     if record.args is not None:
         line += f"  args {_cut(_args(record.args))}"
     if record.reason is not None:
         line += f"  reason {_cut(scrubbed(record.reason))}"
+    if record.asked is not None:
+        line += f"  asked {_cut(scrubbed(record.asked))}"
     return line
 
 

@@ -194,6 +194,7 @@ def recorded(state: RunState, by: Principal | None) -> list[DecisionRecord]:
             args=call.edited_args if call.decision == "edited" else None,
             reason=call.rejection if call.decision == "rejected" else None,
             result=call.result if call.decision == "resolved" else None,
+            asked=call.reason,
         )
         for call in state.pending
         if call.decision is not None and call.id not in known

@@ -123,7 +123,8 @@ class Waiting:
                 args = call.edited_args if call.decision == "edited" else None
                 reason = call.rejection if call.decision == "rejected" else None
                 result = call.result if call.decision == "resolved" else None
-                state.decisions.append(DecisionRecord(call.id, call.decision, by, at, args, reason, result))
+                record = DecisionRecord(call.id, call.decision, by, at, args, reason, result, call.reason)
+                state.decisions.append(record)
 
     def say_whether_waiting(self) -> None:
         """Sets the workflow's waiting attribute (if it has one): whether any of its runs waits for a person. A

@@ -12,6 +12,7 @@ from middleware.budget import BudgetExceeded
 from middleware.limit import LimitReached
 from onion import (
     Agent,
+    Decisions,
     Message,
     ModelCall,
     ModelNext,
@@ -29,6 +30,7 @@ from onion import (
     tool,
 )
 from onion.errors import ServerError
+from onion.stores import MemoryStore
 from onion.testing import ScriptedModel, call
 
 ALICE = Principal("u-42", tenant="acme", roles={"support"})
@@ -150,3 +152,28 @@ async def test_the_reported_retry_and_cache_counts_start_from_the_run_not_from_s
     agent = Agent(model).use(cache, retry(initial=0.001, jitter=0.0))
     result = await agent.run("hi", state={"retries": 100, "retry": 100, "cache": {"hits": 100, "misses": 100}})
     assert result.state["retries"] == 1 and result.state["cache"] == {"hits": 0, "misses": 1}
+
+
+@pytest.mark.parametrize("given", [{"id": "u-1"}, "u-1"])
+async def test_a_principal_that_is_not_a_principal_is_refused_naming_what_principal_takes(given: Any) -> None:
+    """A dict or a string where a `Principal` belongs fails at once (run, stream, resume, decide, recover), never
+    later inside a layer or when the run is journaled."""
+    agent = Agent(ScriptedModel(["hi"]), store=MemoryStore())
+    says = r"principal= takes an onion.Principal \(Principal\('u-42', tenant='acme'\)\) or None, not"
+    with pytest.raises(TypeError, match=says):
+        await agent.run("hi", principal=given)
+    with pytest.raises(TypeError, match=says):
+        async for _ in agent.stream("hi", principal=given):
+            pass
+    with pytest.raises(TypeError, match=says):
+        await agent.resume("run-x", principal=given)
+    with pytest.raises(TypeError, match=says):
+        await agent.decide("run-x", Decisions(approve=["c1"]), principal=given)
+
+
+def test_principal_attrs_must_be_json_data() -> None:
+    """`attrs` is journaled and kept in a RunState: a date there is refused when the principal is made."""
+    import datetime
+
+    with pytest.raises(ValueError, match="Principal 'u-1': attrs must be JSON data"):
+        Principal("u-1", attrs={"since": datetime.date(2026, 1, 1)})

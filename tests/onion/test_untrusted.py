@@ -138,7 +138,7 @@ def test_the_label_survives_a_sigkill_of_the_worker_and_contain_holds_after_reco
     result, later = asyncio.run(recover())
     fetched = tool_messages(later.requests[0].messages)[0]
     assert fetched == (WORKER_PAGE, True)
-    assert [p.name for p in result.pending] == ["pay"] and "zz99evil0000000001" in result.pending[0].reason
+    assert [p.name for p in result.pending] == ["pay"] and "ZZ99EVIL0000000001" in result.pending[0].reason
 
 
 async def test_the_label_survives_the_journal_across_model_steps() -> None:
