@@ -25,7 +25,7 @@ from onion.stores import EventStore
 from . import _agui
 from ._auth import SIGN_IN_HOURS, Auth, BodyTooLarge, Doors, Guard
 from ._bodies import MAX_BODY, Problem, decisions, parse_json, result_json, run_request
-from ._channel import Channel, Channels, follow_stored, name_the_channel, read_stored
+from ._channel import Channel, Channels, follow_stored, name_the_channel, nothing_more, read_stored
 from ._filters import Filters
 from ._notify import Notify
 from ._page import CSP, FormProblem, error_page, form_decisions, inbox_page, notice_page, sign_in_page
@@ -210,8 +210,8 @@ def serve(
         if channels.store is not None and (channel is None or channel.ended):  # another process may stream it
             events, ended = await read_stored(channels.store, run_id, after, running=run["status"] == "running")
             if ended is not None:
-                if ended and not events:
-                    return Response(status_code=204)  # nothing left: EventSource stops reconnecting
+                if not events and (ended or await nothing_more(channels.store, run_id, after) == "ended"):
+                    return Response(status_code=204)  # nothing left (an id past the end too): EventSource stops
                 return streamed(follow_stored(channels.store, run_id, after, heartbeat))
         if channel is not None and channel.ended and after >= channel.last:
             return Response(status_code=204)

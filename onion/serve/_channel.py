@@ -241,9 +241,12 @@ async def read_stored(
 
 async def follow_stored(store: EventStore, run_id: str, after: int, heartbeat: float) -> AsyncIterator[bytes]:
     """The run's events in the store numbered above `after` to the end of their stream, read as they come (the
-    store says when: `wait_for_events`); heartbeats in between."""
+    store says when: `wait_for_events`); heartbeats in between. While nothing comes, each heartbeat asks whether
+    anything still can (`nothing_more`): a stream whose process died is never ended in the store, and a run
+    recovered without a server sends no event; such a stream ends at the second heartbeat that finds the run
+    stopped (the first may come before the last events were copied over)."""
     loop = asyncio.get_running_loop()
-    quiet = loop.time()
+    quiet, stopped = loop.time(), False
     while True:
         events, ended = await store.read_events(run_id, after)
         for number, text in events:
@@ -253,12 +256,29 @@ async def follow_stored(store: EventStore, run_id: str, after: int, heartbeat: f
             return
         now = loop.time()
         if events:
-            quiet = now
+            quiet, stopped = now, False
             continue
         if now - quiet >= heartbeat:
             quiet = now
+            over = await nothing_more(store, run_id, after)
+            if over == "ended" or (over == "stopped" and stopped):
+                return
+            stopped = over == "stopped"
             yield HEARTBEAT
         await wait_for_events(store, run_id, after, quiet + heartbeat - now)
+
+
+async def nothing_more(store: EventStore, run_id: str, after: int) -> str | None:
+    """`"ended"` when the run's last stream in the store ended at or before event `after` (an id from the future
+    included); `"stopped"` when the run is not running (completed, failed, paused, deleted); else None."""
+    last, ended = await store.last_event(run_id)
+    if ended and after >= last:
+        return "ended"
+    record = getattr(store, "run_record", None)
+    if record is None:
+        return None
+    found = await record(run_id)
+    return "stopped" if found is None or found.status != "running" else None
 
 
 current: ContextVar[tuple[Channels, Channel] | None] = ContextVar("onion_serve_channel", default=None)

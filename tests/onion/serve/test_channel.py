@@ -95,3 +95,30 @@ async def test_a_follower_on_another_process_as_a_run_starts_waits_for_its_first
         streamed = (await streaming).text
     assert running[0].status == "running" and followed.status_code == 200
     assert followed.text == streamed and '"output": "done"' in streamed
+
+
+async def test_a_last_event_id_past_the_end_of_an_ended_run_answers_204_from_another_process(tmp_path: Path) -> None:
+    """An id from the future (stale, or wrong) on a run whose stream ended: 204, nothing to send, never a stream
+    of heartbeats until the events expire."""
+    path = tmp_path / "onion.db"
+    one = serve(Agent(ScriptedModel(["an answer"]), store=SQLiteStore(path)))
+    other = serve(Agent(ScriptedModel([]), store=SQLiteStore(path)), heartbeat=0.1)
+    async with client(one) as http, client(other) as elsewhere:
+        run_id = run_id_of((await http.post("/runs", json={"input": "hi"}, headers=SSE)).text)
+        beyond = await asyncio.wait_for(elsewhere.get(f"/runs/{run_id}/events", headers={"last-event-id": "999"}), 10)
+    assert beyond.status_code == 204
+
+
+async def test_a_stream_whose_process_died_ends_once_the_run_stopped_running(tmp_path: Path) -> None:
+    """The store holds events of a stream that never ended (its server was killed), and the run was then
+    recovered and finished without a server: a follower gets what there is, heartbeats, and the end of the
+    response at the second heartbeat that finds the run stopped, instead of heartbeats for a day."""
+    path = tmp_path / "onion.db"
+    async with SQLiteStore(path) as store:
+        run_id = (await Agent(ScriptedModel(["finished elsewhere"]), store=store).run("hi")).run_id
+        await store.add_events(run_id, [(1, "id: 1\nevent: run_started\ndata: {}\n\n")], ended=False, keep=60)
+    other = serve(Agent(ScriptedModel([]), store=SQLiteStore(path)), heartbeat=0.1)
+    async with client(other) as elsewhere:
+        followed = await asyncio.wait_for(elsewhere.get(f"/runs/{run_id}/events"), 10)
+    assert followed.status_code == 200 and followed.text.startswith("id: 1\nevent: run_started")
+    assert 1 <= followed.text.count(": heartbeat") <= 3
