@@ -44,22 +44,30 @@ class CheckFailed(Exception):
 
 
 async def list_runs(
-    where: Where, *, limit: int = 100, now: float | None = None, tenant: str | EllipsisType | None = ...
+    where: Where,
+    *,
+    limit: int = 100,
+    now: float | None = None,
+    tenant: str | EllipsisType | None = ...,
+    status: str | None = None,
 ) -> str:
     """A table of the runs in the store `where`, most recently updated first; with `tenant`, only its runs
-    (`None`: the runs of no tenant), as `store.runs(tenant=...)` filters them.
+    (`None`: the runs of no tenant), as `store.runs(tenant=...)` filters them; with `status`, only the runs of
+    the `limit` most recently updated that have it.
 
     PENDING counts the calls waiting: for a paused run, for a decision; for
     a run whose worker died or that failed, calls without a recorded result.
     """
     async with opened(where) as store:
         records = await (store.runs(limit=limit) if tenant is ... else store.runs(limit=limit, tenant=tenant))
+        records = [record for record in records if status is None or record.status == status]
         for record in records:
             if record.status in ("running", "failed"):
                 record.pending = len(_history(record, await store.journal(record.run_id))[1])
     if not records:
         of = "" if tenant is ... else " without a tenant" if tenant is None else f" of tenant {tenant!r}"
-        return printable(f"no runs{of} in {label(where)}")
+        which = "runs" if status is None else f"{status} runs"
+        return printable(f"no {which}{of} in {label(where)}")
     now = time.time() if now is None else now
     rows = [("RUN", "STATUS", "PENDING", "AGE", "AGENT", "SESSION")]
     rows += [
@@ -235,6 +243,7 @@ def label(where: Where) -> str:
 
 # -- the command line ------------------------------------------------------------------------------------------------
 
+STATUSES = ("running", "paused", "completed", "failed")
 DECIDING = ("approve", "reject", "edit", "resolve", "resume")
 
 
@@ -243,6 +252,7 @@ def add_parser(commands: Any) -> None:
     runs = commands.add_parser("runs", help="list, show, decide, resume or delete the runs in a store")
     store_options(runs, None)
     runs.add_argument("--tenant", metavar="TENANT", help="list only the runs of this tenant")
+    runs.add_argument("--status", choices=STATUSES, help="list only the runs in this status")
     actions = runs.add_subparsers(dest="action")
     show = actions.add_parser("show", help="print one run: its history and pending calls, secrets redacted")
     show.add_argument("run_id")
@@ -328,6 +338,8 @@ async def carry_out(arguments: argparse.Namespace, store: Store) -> str:
     action, run_id = arguments.action, getattr(arguments, "run_id", "")
     if arguments.tenant is not None and action:
         raise Refused(f"--tenant lists one tenant's runs: give it without {action!r}")
+    if arguments.status is not None and action:
+        raise Refused(f"--status lists the runs in one status: give it without {action!r}")
     if action in DECIDING:
         from .serve._cli import load_agent
 
@@ -358,7 +370,7 @@ async def carry_out(arguments: argparse.Namespace, store: Store) -> str:
         return await delete(store, run_id)
     if action == "purge":
         return await purge(store, arguments.older_than, every_status=arguments.all)
-    return await list_runs(store, tenant=... if arguments.tenant is None else arguments.tenant)
+    return await list_runs(store, tenant=... if arguments.tenant is None else arguments.tenant, status=arguments.status)
 
 
 def store_named(arguments: argparse.Namespace) -> Path | RedisStore:

@@ -66,7 +66,8 @@ class Decisions:
             raise refused("field 'resolve' must be an object of call id to result (a string)")
         if not (approve or reject or edit or rest or resolve):
             raise refused(
-                "a set of decisions that decides nothing: give 'approve', 'reject' or 'edit' for the pending calls"
+                "a set of decisions that decides nothing: give 'approve', 'reject', 'edit' or 'resolve' for the "
+                "pending calls"
             )
         return cls(tuple(approve), dict(reject), {k: dict(v) for k, v in edit.items()}, rest, dict(resolve))
 

@@ -53,6 +53,8 @@ def parse_json(body: bytes) -> dict[str, Any]:
         data = json.loads(body or b"null")
     except ValueError as error:
         raise Problem(422, f"the body is not valid JSON ({error}): send a JSON object") from None
+    if data is None and not body.strip():
+        raise Problem(422, 'the body is empty: send a JSON object, e.g. {"input": "..."}')
     if not isinstance(data, dict):
         raise Problem(422, f"the body must be a JSON object, not {type(data).__name__}")
     try:
@@ -68,8 +70,12 @@ def run_request(data: dict[str, Any]) -> RunRequest:
     if unknown:
         raise Problem(422, f"unknown field {unknown[0]!r}: a run takes 'input', 'session' and 'state'")
     given = data.get("input")
-    if not isinstance(given, str) or not given:
+    if given is None or given == "":
         raise Problem(422, "field 'input' is required: the question for the agent, a non-empty string")
+    if not isinstance(given, str):
+        raise Problem(
+            422, f"field 'input' must be a non-empty string (the question for the agent), not {type(given).__name__}"
+        )
     session = data.get("session")
     if session is not None and not isinstance(session, str):
         raise Problem(422, "field 'session' must be a string (a session id)")

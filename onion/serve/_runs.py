@@ -230,7 +230,8 @@ def problem_of(error: OnionError) -> Problem | None:
     if isinstance(error, RunNotFound | ForeignRun):
         return Problem(404, f"{error}: GET /runs lists the runs" if isinstance(error, RunNotFound) else str(error))
     if isinstance(error, DecisionRefused):
-        return Problem(REFUSED.get(error.why, 422), str(error))
+        hint = f" (a failed run: POST /runs/{error.run_id}/resume)" if error.why == "not_paused" else ""
+        return Problem(REFUSED.get(error.why, 422), f"{error}{hint}")
     if isinstance(error, RunBusy):  # BatchDecided too: another request decided this batch first
         return Problem(409, str(error))
     if isinstance(error, RunStateError):

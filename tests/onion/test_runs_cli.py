@@ -58,6 +58,13 @@ async def test_runs_lists_id_status_pending_calls_and_age(db: Path) -> None:
     assert failed[1:3] == ["failed", "1"] and completed[1:3] == ["completed", "0"] and completed[-1] == "user-42"
 
 
+async def test_runs_lists_the_runs_in_one_status(db: Path) -> None:
+    """`runs --status failed` lists the failed run only; a status no run has says so."""
+    (failed,) = (await list_runs(db, status="failed")).splitlines()[1:]
+    assert failed.split()[1] == "failed"
+    assert (await list_runs(db, status="paused")).startswith("no paused runs in ")
+
+
 async def test_runs_show_prints_history_and_pending_calls_with_secrets_redacted(db: Path) -> None:
     """The history and the call in doubt are shown; the API key in the input and in the arguments is not."""
     failed_id = (await list_runs(db)).splitlines()[1].split()[0]

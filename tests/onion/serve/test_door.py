@@ -56,6 +56,8 @@ async def test_every_answer_forbids_framing_and_sniffing_and_is_not_cached() -> 
         ("post", "/runs", {"content": b"[" * 50_000 + b"]" * 50_000}, "nests too deep"),
         ("post", "/runs", {"content": b'{"state": {"a": ' + b"[" * 100 + b"]" * 100 + b"}}"}, "over 100 levels"),
         ("post", "/runs", {"content": b'{"input": "\\ud800"}'}, "surrogate"),
+        ("post", "/runs", {"content": b""}, 'the body is empty: send a JSON object, e.g. {"input": "..."}'),
+        ("post", "/runs", {"content": b'{"input": 5}'}, "field 'input' must be a non-empty string"),
         ("get", "/runs?limit=\u00b2", {}, "?limit="),
         ("get", "/runs/run-x/events", {"headers": {"last-event-id": "\u00b2"}}, "Last-Event-ID"),
     ],
