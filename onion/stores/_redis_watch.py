@@ -40,8 +40,8 @@ class Watcher:
         self._woken = "0-0"
         self._block = max(1, round(block * 1000))
         self._waiting: dict[str, dict[asyncio.Future[None], str]] = {}
-        self._named: set[str] = set()
-        """The streams the running read names."""
+        self._named: dict[str, str] = {}
+        """The streams the running read names, each with the id it reads after."""
         self._task: asyncio.Task[None] | None = None
         self._failed_at = -RESTING
 
@@ -57,14 +57,13 @@ class Watcher:
         try:
             if self._task is None or self._task.done():  # done: cancelled before it began
                 self._task = loop.create_task(self._watch())
-            elif key not in self._named:
+            elif key not in self._named or _id(after) < _id(self._named[key]):  # not named, or named past `after`
                 with contextlib.suppress(Exception):  # not woken: the waiter's timeout still ends its wait
                     await asyncio.gather(
                         self._send("XADD", self._wake_key, "MAXLEN", "1", "*", "w", "1"),
                         self._send("PEXPIRE", self._wake_key, WAKE_KEEP),
                     )
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(future, timeout)
+            await asyncio.wait((future,), timeout=timeout)  # not wait_for: in 3.11 it may swallow a cancellation
         finally:
             waiters = self._waiting.get(key, {})
             waiters.pop(future, None)
@@ -80,7 +79,7 @@ class Watcher:
                     afters = [after for future, after in waiters.items() if not future.done()]
                     if afters:
                         streams[key] = min(afters, key=_id)
-                self._named = set(streams)
+                self._named = dict(streams)
                 streams[self._wake_key] = self._woken
                 reply = await client.xread(streams, count=1, block=self._block)
                 for key, entries in reply.items() if isinstance(reply, dict) else reply or ():
@@ -94,7 +93,8 @@ class Watcher:
         except Exception:  # every waiter reads now, and hears from its own read what failed
             self._failed_at = asyncio.get_running_loop().time()
         finally:
-            self._task, self._named = None, set()  # at once: a wait from now on starts a new watch
+            self._task, self._named = None, {}  # at once: a wait from now on starts a new watch
+            self._woken = "0-0"  # a Redis met again may count ids from behind the last one seen
             for waiters in self._waiting.values():
                 for future in waiters:
                     if not future.done():

@@ -106,3 +106,29 @@ async def test_a_store_that_cannot_tell_is_read_again_after_a_short_wait(tmp_pat
     """SQLite has no `wait_events`: `wait_for_events` waits `POLL` seconds (never past the timeout)."""
     async with SQLiteStore(tmp_path / "onion.db") as store:
         await asyncio.wait_for(wait_for_events(store, "run-1", 0, WAITS), WAITS / 2)
+
+
+async def test_a_follower_behind_another_on_the_same_run_is_woken_by_events_already_kept(stores: Any) -> None:
+    """The running read names the run after event 5 (one follower is there); a second follower waiting after
+    event 3, with 4 and 5 kept, wakes it to read from 3: it returns at once, not at its timeout."""
+    writer, follower, _ = stores
+    await writer.add_events("run-1", [(n, f"e{n}") for n in range(1, 6)], ended=False, keep=60)
+    ahead = asyncio.create_task(follower.wait_events("run-1", 5, WAITS))
+    await asyncio.sleep(0.3)
+    await asyncio.wait_for(follower.wait_events("run-1", 3, WAITS), WAITS / 2)
+    assert not ahead.done()
+    ahead.cancel()
+    await asyncio.gather(ahead, return_exceptions=True)
+
+
+async def test_a_cancelled_follower_is_cancelled_even_when_woken_in_the_same_turn(stores: Any) -> None:
+    """Its client left as its event came: the wait ends cancelled (the follower must not go on streaming)."""
+    _, follower, _ = stores
+    waiting = asyncio.create_task(follower.wait_events("run-1", 0, WAITS))
+    await asyncio.sleep(0.3)
+    watcher = next(iter(follower._watchers.values()))
+    (future,) = next(iter(watcher._waiting.values()))
+    future.set_result(None)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
