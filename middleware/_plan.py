@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onion import Agent, Message, Model, Run, Tool
+from onion.scrub import scrub
 from onion.tracing import note
 
 ASK = (
@@ -70,7 +71,7 @@ async def plan_for(
         if type(error).__name__ == "NotDeterministic":  # on Temporal, a planner no worker has activities for
             raise
         note(f"contain: the plan call failed ({type(error).__name__}): every sensitive call is contained")
-        return [], f"{type(error).__name__}: {str(error)[:120]}"
+        return [], f"{type(error).__name__}: {scrub(str(error))[:120]}"
     run.usage.add(result.usage)
     plan: Plan = result.output
     return [name for name in dict.fromkeys(plan.tools) if name in offered], None
