@@ -23,7 +23,7 @@ from typing import Any
 from onion import Run, RunNext, RunResult
 from onion.scrub import scrub
 from onion.stores import EventStore
-from onion.stores._events import wait_for_events
+from onion.stores._events import POLL, wait_for_events
 
 HEARTBEAT = b": heartbeat\n\n"
 RUNNING_KEEP = 86400.0
@@ -265,7 +265,7 @@ async def follow_stored(store: EventStore, run_id: str, after: int, heartbeat: f
                 return
             stopped = over == "stopped"
             yield HEARTBEAT
-        await wait_for_events(store, run_id, after, quiet + heartbeat - now)
+        await wait_for_events(store, run_id, after, max(quiet + heartbeat - now, POLL))  # heartbeat=0: no spin
 
 
 async def nothing_more(store: EventStore, run_id: str, after: int) -> str | None:

@@ -127,7 +127,8 @@ class RedisLink:
 
     async def aclose(self) -> None:
         """Close this store's connections (in every event loop still running)."""
-        clients = [self._given] if self._given is not None else list(self._clients.values())
+        here = asyncio.get_running_loop()
+        clients = [(None, self._given)] if self._given is not None else list(self._clients.items())
         watchers = list(self._watchers.values())
         self._watchers.clear()
         for watcher in watchers:
@@ -135,9 +136,9 @@ class RedisLink:
         self._clients.clear()
         self._batchers.clear()
         self._batcher = None
-        for client in clients:
-            if client is not None:
-                await client.aclose()
+        for loop, client in clients:
+            if client is not None:  # this loop's own pool is closed too; a given client's is yours
+                await client.aclose(close_connection_pool=True if loop is here else None)
 
 
 def connect(url: str, *, max_connections: int, timeout: float, connect_timeout: float) -> Any:

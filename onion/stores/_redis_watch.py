@@ -100,11 +100,20 @@ class Watcher:
                     if not future.done():
                         future.set_result(None)
             with contextlib.suppress(Exception):
-                await client.aclose()
+                await client.aclose(close_connection_pool=True)  # the pool is this watch's own
 
     async def aclose(self) -> None:
+        """End the watch (its waiters return); a watch on another thread's loop is told to end there."""
         task = self._task
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if task is None:
+            return
+        if task.get_loop() is not asyncio.get_running_loop():
+            task.get_loop().call_soon_threadsafe(task.cancel)
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        for waiters in self._waiting.values():  # a watch cancelled before it began woke nobody
+            for future in waiters:
+                if not future.done():
+                    future.set_result(None)

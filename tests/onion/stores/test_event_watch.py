@@ -132,3 +132,49 @@ async def test_a_cancelled_follower_is_cancelled_even_when_woken_in_the_same_tur
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
+
+
+async def test_each_watch_closes_its_connection_when_it_ends(redis_server: Any) -> None:
+    """A watch ends once nobody waits (after its blocked read, at most half the store's timeout): its connection
+    is closed with it, never left open until the garbage collector finds it."""
+    plain = redis.asyncio.Redis.from_url(redis_server.url, decode_responses=True)
+    follower = RedisStore(redis_server.url, namespace=f"t{uuid.uuid4().hex[:8]}", timeout=0.4)
+    before = len(await plain.client_list())
+    for _ in range(4):
+        await follower.wait_events("run-1", 0, 0.05)
+        await asyncio.sleep(0.5)  # the watch's read (0.2 s) ends, and the watch with it
+    assert len(await plain.client_list()) <= before + 1  # the store's own pooled connection at most
+    await follower.aclose()
+    await plain.aclose()
+
+
+def test_a_store_watched_from_two_threads_closes_from_either() -> None:
+    """Each thread's loop has its own watch; closing the store from one ends the other's there, never raising."""
+    import threading
+
+    from onion.testing import RedisServer
+
+    with RedisServer() as server:
+        store = RedisStore(server.url, namespace=f"t{uuid.uuid4().hex[:8]}")
+        started = threading.Event()
+
+        def other() -> None:
+            async def wait() -> None:
+                waiting = asyncio.create_task(store.wait_events("run-2", 0, WAITS))
+                await asyncio.sleep(0.2)
+                started.set()
+                await waiting
+
+            asyncio.run(wait())
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        started.wait(10)
+
+        async def here() -> None:
+            await asyncio.wait_for(store.wait_events("run-1", 0, 0.1), 5)
+            await store.aclose()
+
+        asyncio.run(here())
+        thread.join(10)
+        assert not thread.is_alive()
