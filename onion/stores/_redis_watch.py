@@ -108,7 +108,8 @@ class Watcher:
         if task is None:
             return
         if task.get_loop() is not asyncio.get_running_loop():
-            task.get_loop().call_soon_threadsafe(task.cancel)
+            with contextlib.suppress(RuntimeError):  # that loop closed meanwhile: its watch ended with it
+                task.get_loop().call_soon_threadsafe(task.cancel)
             return
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
